@@ -1,0 +1,44 @@
+#include "backend/Engine.h"
+
+#include "backend/Interpreter.h"
+#include "backend/Random.h"
+#include "support/Diagnostics.h"
+
+namespace gsl::backend {
+
+void ParamStore::initialize(const ir::Module& m, uint64_t seed) {
+  values.clear();
+  for (const auto& p : m.params) values[p.name] = initParam(p, seed);
+}
+
+const Tensor& ParamStore::get(const std::string& name) const {
+  auto it = values.find(name);
+  GSL_ASSERT(it != values.end(), "no value for param '" + name + "'");
+  return it->second;
+}
+
+namespace {
+
+class InterpreterEngine : public Engine {
+ public:
+  InterpreterEngine(const ParamStore& p, uint64_t seed) : params_(p) {
+    ctx_.seed = seed;
+    ctx_.param = [this](const std::string& n) -> const Tensor& { return params_.get(n); };
+  }
+  const char* name() const override { return "interp"; }
+  std::vector<Tensor> call(const ir::Function& f, const std::vector<Tensor>& args) override {
+    return interpret(f, args, ctx_);
+  }
+
+ private:
+  const ParamStore& params_;
+  KernelContext ctx_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> makeInterpreterEngine(const ParamStore& params, uint64_t seed) {
+  return std::make_unique<InterpreterEngine>(params, seed);
+}
+
+}  // namespace gsl::backend

@@ -1,0 +1,61 @@
+// A dense host tensor: a type plus a shared, 4-byte-per-element buffer
+// (f32 as float; i32 as int32_t; bool as int32_t 0/1), row-major. Copies
+// share the buffer; kernels always produce fresh tensors.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/Type.h"
+
+namespace gsl::backend {
+
+using ir::DType;
+using ir::Shape;
+using ir::TensorType;
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Zero-filled tensor of the given type.
+  explicit Tensor(const TensorType& t);
+  static Tensor scalarF32(float v);
+  static Tensor scalarI32(int32_t v);
+  static Tensor scalarBool(bool v);
+  static Tensor fromF32(const Shape& s, std::vector<float> v);
+  static Tensor fromI32(const Shape& s, std::vector<int32_t> v);
+
+  const TensorType& type() const { return type_; }
+  DType dtype() const { return type_.dtype; }
+  const Shape& shape() const { return type_.shape; }
+  int rank() const { return type_.rank(); }
+  int64_t size() const { return (int64_t)(buf_ ? buf_->size() : 0); }
+  bool defined() const { return buf_ != nullptr; }
+
+  float* f32();
+  const float* f32() const;
+  int32_t* i32();              // also bool
+  const int32_t* i32() const;  // also bool
+  void* raw() { return buf_->data(); }
+  const void* raw() const { return buf_->data(); }
+
+  // Element i as double (any dtype), for printing and tests.
+  double at(int64_t i) const;
+  // Scalar value of a rank-0 (or 1-element) tensor.
+  double item() const { return at(0); }
+  // NumPy-style text: scalars "1.5", arrays "[[1, 2], [3, 4]]"; at most
+  // `maxElems` elements, eliding the middle with "..." (as numpy does).
+  std::string str(int64_t maxElems = 1000) const;
+  // Row-major strides in elements.
+  std::vector<int64_t> strides() const;
+
+ private:
+  TensorType type_;
+  std::shared_ptr<std::vector<int32_t>> buf_;  // 4-byte words; f32 is bit-cast
+};
+
+// Shortest decimal text that reads back as the same float ("0.1", "1e-05", "3.0").
+std::string formatF32(float v);
+
+}  // namespace gsl::backend

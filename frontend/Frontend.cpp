@@ -1,0 +1,129 @@
+#include "frontend/Frontend.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "frontend/Parser.h"
+#include "frontend/Sema.h"
+
+#ifndef GSL_STDLIB_DIR
+#define GSL_STDLIB_DIR "stdlib"
+#endif
+
+namespace gsl::frontend {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> defaultImportPath() {
+  std::vector<std::string> p;
+  if (const char* env = std::getenv("GSL_PATH")) {
+    std::stringstream ss(env);
+    std::string item;
+    while (std::getline(ss, item, ':'))
+      if (!item.empty()) p.push_back(item);
+  }
+  p.push_back(GSL_STDLIB_DIR);
+  return p;
+}
+
+static bool readText(const std::string& path, std::string& out, std::string& why) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    why = "no such file";
+    return false;
+  }
+  if (fs::is_directory(path, ec)) {
+    why = "is a directory";
+    return false;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    why = "cannot be read";
+    return false;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  out = ss.str();
+  return true;
+}
+
+namespace {
+
+struct Loader {
+  const Options& opts;
+  SourceManager& sm;
+  Diagnostics& diags;
+  CheckedProgram& prog;
+  std::set<std::string> seen;  // canonical paths already loaded
+  std::vector<const ast::Decl*> decls;
+
+  // Parses a file's text and, depth first, its imports.
+  void load(const std::string& display, const std::string& text, const std::string& dir) {
+    int file = sm.addFile(display, text);
+    auto ast = parseProgram(sm, file, diags);
+    if (!ast) return;
+    ast::Program* p = ast.get();
+    prog.asts.push_back(std::move(ast));
+    for (const auto& d : p->decls) {
+      if (d->kind != ast::DeclKind::Import) {
+        decls.push_back(d.get());
+        continue;
+      }
+      std::vector<std::string> dirs{dir};
+      dirs.insert(dirs.end(), opts.importPath.begin(), opts.importPath.end());
+      std::string found;
+      for (const auto& base : dirs) {
+        fs::path cand = fs::path(base) / d->name;
+        std::error_code ec;
+        if (fs::is_regular_file(cand, ec)) {
+          found = cand.string();
+          break;
+        }
+      }
+      if (found.empty()) {
+        diags.error(d->loc, "cannot find import \"" + d->name + "\" (looked in the importing file's folder, $GSL_PATH and the stdlib)");
+        continue;
+      }
+      std::error_code ec;
+      std::string canon = fs::weakly_canonical(found, ec).string();
+      if (!seen.insert(canon).second) continue;  // already imported
+      std::string t, why;
+      if (!readText(found, t, why)) {
+        diags.error(d->loc, "cannot read import \"" + d->name + "\": " + why);
+        continue;
+      }
+      load(found, t, fs::path(found).parent_path().string());
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<CheckedProgram> compileSource(const std::string& display, const std::string& text,
+                                              const Options& opts, SourceManager& sm,
+                                              Diagnostics& diags) {
+  auto prog = std::make_unique<CheckedProgram>();
+  Loader loader{opts, sm, diags, *prog, {}, {}};
+  std::error_code ec;
+  std::string dir = fs::path(display).parent_path().string();
+  if (dir.empty()) dir = ".";
+  loader.seen.insert(fs::weakly_canonical(display, ec).string());
+  loader.load(display, text, dir);
+  if (diags.hasErrors()) return nullptr;
+  if (!analyze(loader.decls, opts, diags, *prog)) return nullptr;
+  return prog;
+}
+
+std::unique_ptr<CheckedProgram> compileFile(const std::string& path, const Options& opts,
+                                            SourceManager& sm, Diagnostics& diags) {
+  std::string text, why;
+  if (!readText(path, text, why)) {
+    diags.error({}, path + ": " + why);
+    return nullptr;
+  }
+  return compileSource(path, text, opts, sm, diags);
+}
+
+}  // namespace gsl::frontend

@@ -1,0 +1,46 @@
+// The front end's one entry point: file -> checked program.
+//
+//   parse (frontend/Parser, ANTLR)  ->  imports resolved (this file)
+//   ->  Sema: names, consts (-D overrides, NP), meshes, params, types and
+//       static shapes of every expression, shardings checked; tensor
+//       functions lowered to IR (calls inlined) and `fn main` to a
+//       HostProgram whose tensor math is IR thunks.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "frontend/AST.h"
+#include "frontend/HostProgram.h"
+#include "ir/Module.h"
+#include "support/Diagnostics.h"
+
+namespace gsl::frontend {
+
+struct Options {
+  int64_t np = 1;                          // -np: the predefined const NP
+  std::map<std::string, int64_t> defines;  // -D NAME=VALUE const overrides
+  std::vector<std::string> importPath;     // searched after the importing file's folder
+};
+
+struct CheckedProgram {
+  std::vector<std::unique_ptr<ast::Program>> asts;  // main file first, then imports
+  std::unique_ptr<ir::Module> module;
+  HostProgram host;
+  std::vector<std::string> userFunctions;  // tensor fns, in declaration order
+};
+
+// Default import path: $GSL_PATH (colon-separated), then the stdlib folder.
+std::vector<std::string> defaultImportPath();
+
+// Reads, parses and checks `path` and its imports. Returns null if any
+// error was reported to `diags` (which then holds every diagnostic).
+std::unique_ptr<CheckedProgram> compileFile(const std::string& path, const Options& opts,
+                                            SourceManager& sm, Diagnostics& diags);
+// Same for source text given directly (`display` names it in diagnostics).
+std::unique_ptr<CheckedProgram> compileSource(const std::string& display, const std::string& text,
+                                              const Options& opts, SourceManager& sm,
+                                              Diagnostics& diags);
+
+}  // namespace gsl::frontend

@@ -1,0 +1,494 @@
+#include "frontend/Parser.h"
+
+#include <GSLLexer.h>
+#include <GSLParser.h>
+#include <antlr4-runtime.h>
+
+#include <regex>
+
+namespace gsl::frontend {
+
+using namespace gslgrammar;
+using antlr4::Token;
+
+namespace {
+
+// Turns ANTLR's messages into user-facing ones and keeps only the first.
+class ErrorListener : public antlr4::BaseErrorListener {
+ public:
+  ErrorListener(Diagnostics& d, int file) : diags_(d), file_(file) {}
+  bool failed = false;
+
+  void syntaxError(antlr4::Recognizer*, Token* tok, size_t line, size_t col, const std::string& msg,
+                   std::exception_ptr) override {
+    if (failed) return;
+    failed = true;
+    diags_.error({file_, (int)line, (int)col + 1}, friendly(msg, tok));
+  }
+
+ private:
+  static std::string tokenName(const std::string& t) {
+    if (t == "<EOF>" || t == "'<EOF>'") return "end of file";
+    if (t == "ID") return "a name";
+    if (t == "INT") return "an integer";
+    if (t == "FLOAT") return "a number";
+    if (t == "STRING") return "a string";
+    if (t == "DTYPE") return "a type (f32, i32, bool)";
+    return t;
+  }
+  // "{'a', ID}" or "'a'" -> "'a' or a name"; empty if the set is large.
+  static std::string expected(std::string set) {
+    if (!set.empty() && set.front() == '{') set = set.substr(1, set.size() - 2);
+    std::vector<std::string> items;
+    std::string cur;
+    bool inq = false;
+    for (char c : set) {
+      if (c == '\'') inq = !inq;
+      if (c == ',' && !inq) {
+        items.push_back(cur);
+        cur.clear();
+        continue;
+      }
+      if (c == ' ' && !inq && cur.empty()) continue;
+      cur += c;
+    }
+    if (!cur.empty()) items.push_back(cur);
+    if (items.empty() || items.size() > 4) return "";
+    std::string r;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i) r += (i + 1 == items.size()) ? " or " : ", ";
+      r += tokenName(items[i]);
+    }
+    return r;
+  }
+  static std::string what(Token* tok) {
+    if (!tok || tok->getType() == Token::EOF) return "end of file";
+    return "'" + tok->getText() + "'";
+  }
+  static std::string friendly(const std::string& msg, Token* tok) {
+    std::smatch m;
+    static const std::regex missing(R"(^missing (.*) at (.*)$)");
+    static const std::regex mismatch(R"(^(mismatched|extraneous) input (.*) expecting (.*)$)");
+    if (std::regex_match(msg, m, missing))
+      return "expected " + tokenName(m[1]) + " before " + what(tok);
+    if (std::regex_match(msg, m, mismatch)) {
+      std::string e = expected(m[3]);
+      return "unexpected " + what(tok) + (e.empty() ? "" : ", expected " + e);
+    }
+    if (msg.rfind("token recognition error", 0) == 0) return "unexpected character";
+    return "unexpected " + what(tok);
+  }
+  Diagnostics& diags_;
+  int file_;
+};
+
+// Parse tree -> AST.
+class Builder {
+ public:
+  Builder(int file, Diagnostics& d) : file_(file), diags_(d) {}
+  bool tooDeep = false;
+
+  SourceLoc loc(Token* t) const { return {file_, (int)t->getLine(), (int)t->getCharPositionInLine() + 1}; }
+  SourceLoc loc(antlr4::ParserRuleContext* c) const { return loc(c->getStart()); }
+  SourceLoc loc(antlr4::tree::TerminalNode* n) const { return loc(n->getSymbol()); }
+
+  std::unique_ptr<ast::Program> program(GSLParser::ProgramContext* p) {
+    auto prog = std::make_unique<ast::Program>();
+    prog->file = file_;
+    for (auto* d : p->decl()) prog->decls.push_back(decl(d));
+    return prog;
+  }
+
+  static std::string unquote(const std::string& s) {
+    std::string r;
+    for (size_t i = 1; i + 1 < s.size(); ++i) {
+      if (s[i] == '\\' && i + 2 < s.size()) {
+        char c = s[++i];
+        r += c == 'n' ? '\n' : c == 't' ? '\t' : c;
+      } else {
+        r += s[i];
+      }
+    }
+    return r;
+  }
+
+  std::unique_ptr<ast::Decl> decl(GSLParser::DeclContext* c) {
+    auto d = std::make_unique<ast::Decl>();
+    d->loc = loc(c);
+    if (auto* x = dynamic_cast<GSLParser::ImportDeclContext*>(c)) {
+      d->kind = ast::DeclKind::Import;
+      d->name = unquote(x->STRING()->getText());
+      d->loc = loc(x->STRING());
+    } else if (auto* x = dynamic_cast<GSLParser::ConstDeclContext*>(c)) {
+      d->kind = ast::DeclKind::Const;
+      d->name = x->ID()->getText();
+      d->loc = loc(x->ID());
+      d->value = expr(x->expr());
+    } else if (auto* x = dynamic_cast<GSLParser::MeshDeclContext*>(c)) {
+      d->kind = ast::DeclKind::Mesh;
+      d->name = x->ID()->getText();
+      d->loc = loc(x->ID());
+      for (auto* a : x->meshAxis()) d->axes.push_back({a->ID()->getText(), loc(a->ID()), expr(a->expr())});
+    } else if (auto* x = dynamic_cast<GSLParser::ParamDeclContext*>(c)) {
+      d->kind = ast::DeclKind::Param;
+      d->name = x->ID()->getText();
+      d->loc = loc(x->ID());
+      d->type = type(x->type());
+      if (x->annotation()) d->annot = annotation(x->annotation());
+      d->value = expr(x->expr());
+    } else if (auto* x = dynamic_cast<GSLParser::FnDeclContext*>(c)) {
+      d->kind = ast::DeclKind::Fn;
+      d->name = x->ID()->getText();
+      d->loc = loc(x->ID());
+      for (auto* a : x->fnArg()) {
+        ast::FnArg arg;
+        arg.name = a->ID()->getText();
+        arg.loc = loc(a->ID());
+        arg.type = type(a->type());
+        if (a->annotation()) arg.annot = annotation(a->annotation());
+        d->args.push_back(std::move(arg));
+      }
+      if (auto* r = x->resultType()) {
+        if (auto* s = dynamic_cast<GSLParser::SingleResultContext*>(r)) {
+          ast::FnResult res;
+          res.type = type(s->type());
+          if (s->annotation()) res.annot = annotation(s->annotation());
+          d->results.push_back(std::move(res));
+        } else {
+          auto* t = dynamic_cast<GSLParser::TupleResultContext*>(r);
+          d->tupleResult = true;
+          // Pair each type with the annotation that directly follows it.
+          for (auto* child : t->children) {
+            if (auto* tc = dynamic_cast<GSLParser::TypeContext*>(child)) {
+              ast::FnResult res;
+              res.type = type(tc);
+              d->results.push_back(std::move(res));
+            } else if (auto* ac = dynamic_cast<GSLParser::AnnotationContext*>(child)) {
+              d->results.back().annot = annotation(ac);
+            }
+          }
+        }
+      }
+      d->body = block(x->block(), 0);
+    }
+    return d;
+  }
+
+  std::unique_ptr<ast::TypeExpr> type(GSLParser::TypeContext* c) {
+    auto t = std::make_unique<ast::TypeExpr>();
+    t->loc = loc(c);
+    t->dtype = *ir::parseDType(c->DTYPE()->getText());
+    for (auto* e : c->expr()) t->dims.push_back(expr(e));
+    return t;
+  }
+
+  std::unique_ptr<ast::ShardAnnot> annotation(GSLParser::AnnotationContext* c) {
+    auto a = std::make_unique<ast::ShardAnnot>();
+    a->loc = loc(c);
+    if (auto* r = dynamic_cast<GSLParser::ReplicateAnnotContext*>(c)) {
+      a->mesh = r->ID()->getText();
+      a->replicate = true;
+    } else if (auto* s = dynamic_cast<GSLParser::ShardAnnotScalarContext*>(c)) {
+      a->mesh = s->ID()->getText();
+    } else {
+      auto* x = dynamic_cast<GSLParser::ShardAnnotContext*>(c);
+      a->mesh = x->ID()->getText();
+      for (auto* d : x->shardDim()) {
+        std::vector<std::string> axes;
+        if (auto* one = dynamic_cast<GSLParser::ShardAxisContext*>(d)) axes.push_back(one->ID()->getText());
+        if (auto* many = dynamic_cast<GSLParser::ShardAxesContext*>(d))
+          for (auto* id : many->ID()) axes.push_back(id->getText());
+        a->dims.push_back(axes);
+        a->dimLocs.push_back(loc(d));
+      }
+    }
+    return a;
+  }
+
+  ast::Block block(GSLParser::BlockContext* c, int depth) {
+    ast::Block b;
+    if (depth > kMaxNesting) {
+      nestingError(loc(c));
+      return b;
+    }
+    for (auto* s : c->stmt()) b.push_back(stmt(s, depth + 1));
+    return b;
+  }
+
+  void nestingError(SourceLoc l) {
+    if (!tooDeep) diags_.error(l, "program is nested too deeply (more than " + std::to_string(kMaxNesting) + " levels)");
+    tooDeep = true;
+  }
+
+  std::unique_ptr<ast::Stmt> ifChain(SourceLoc l, GSLParser::ExprContext* cond,
+                                     std::vector<GSLParser::BlockContext*> blocks,
+                                     GSLParser::IfTailContext* tail, int depth) {
+    auto s = std::make_unique<ast::Stmt>();
+    s->kind = ast::StmtKind::If;
+    s->loc = l;
+    s->exprs.push_back(expr(cond));
+    s->body = block(blocks[0], depth);
+    if (tail) {
+      s->hasElse = true;
+      s->elseBody.push_back(ifChain(loc(tail), tail->expr(), tail->block(), tail->ifTail(), depth + 1));
+    } else if (blocks.size() > 1) {
+      s->hasElse = true;
+      s->elseBody = block(blocks[1], depth);
+    }
+    return s;
+  }
+
+  std::unique_ptr<ast::Stmt> stmt(GSLParser::StmtContext* c, int depth) {
+    if (auto* x = dynamic_cast<GSLParser::IfStmtContext*>(c))
+      return ifChain(loc(c), x->expr(), x->block(), x->ifTail(), depth);
+    auto s = std::make_unique<ast::Stmt>();
+    s->loc = loc(c);
+    if (auto* x = dynamic_cast<GSLParser::LetStmtContext*>(c)) {
+      s->kind = ast::StmtKind::Let;
+      s->names.push_back(x->ID()->getText());
+      s->nameLocs.push_back(loc(x->ID()));
+      if (x->type()) s->type = type(x->type());
+      s->exprs.push_back(expr(x->expr()));
+    } else if (auto* x = dynamic_cast<GSLParser::LetTupleStmtContext*>(c)) {
+      s->kind = ast::StmtKind::LetTuple;
+      for (auto* id : x->ID()) {
+        s->names.push_back(id->getText());
+        s->nameLocs.push_back(loc(id));
+      }
+      s->exprs.push_back(expr(x->expr()));
+    } else if (auto* x = dynamic_cast<GSLParser::AssignStmtContext*>(c)) {
+      s->kind = ast::StmtKind::Assign;
+      s->names.push_back(x->ID()->getText());
+      s->nameLocs.push_back(loc(x->ID()));
+      s->exprs.push_back(expr(x->expr()));
+    } else if (auto* x = dynamic_cast<GSLParser::ReturnStmtContext*>(c)) {
+      s->kind = ast::StmtKind::Return;
+      for (auto* e : x->expr()) s->exprs.push_back(expr(e));
+      // `return (a, b)` is the same as `return a, b`.
+      if (s->exprs.size() == 1 && s->exprs[0]->kind == ast::ExprKind::Tuple) {
+        auto t = std::move(s->exprs[0]);
+        s->exprs = std::move(t->elems);
+      }
+    } else if (auto* x = dynamic_cast<GSLParser::ForStmtContext*>(c)) {
+      s->kind = ast::StmtKind::For;
+      s->names.push_back(x->ID()->getText());
+      s->nameLocs.push_back(loc(x->ID()));
+      s->exprs.push_back(expr(x->expr(0)));
+      s->exprs.push_back(expr(x->expr(1)));
+      s->body = block(x->block(), depth);
+    } else if (auto* x = dynamic_cast<GSLParser::ExprStmtContext*>(c)) {
+      s->kind = ast::StmtKind::Expr;
+      s->exprs.push_back(expr(x->expr()));
+    }
+    return s;
+  }
+
+  ast::ExprPtr mk(ast::ExprKind k, SourceLoc l) {
+    auto e = std::make_unique<ast::Expr>();
+    e->kind = k;
+    e->loc = l;
+    return e;
+  }
+
+  ast::ExprPtr binary(const std::string& op, Token* opTok, GSLParser::ExprContext* a,
+                      GSLParser::ExprContext* b, int depth) {
+    auto e = mk(ast::ExprKind::Binary, loc(opTok));
+    e->text = op;
+    e->elems.push_back(expr(a, depth + 1));
+    e->elems.push_back(expr(b, depth + 1));
+    return e;
+  }
+
+  // The operator token between the two operands of a binary rule.
+  static Token* opToken(antlr4::ParserRuleContext* c) {
+    auto* t = dynamic_cast<antlr4::tree::TerminalNode*>(c->children.at(1));
+    return t ? t->getSymbol() : c->getStart();
+  }
+
+  ast::ExprPtr expr(GSLParser::ExprContext* c, int depth = 0) {
+    if (depth > kMaxNesting) {
+      nestingError(loc(c));
+      return mk(ast::ExprKind::Int, loc(c));
+    }
+    if (auto* x = dynamic_cast<GSLParser::PrimaryExprContext*>(c)) return primary(x->primary(), depth);
+    if (auto* x = dynamic_cast<GSLParser::AnnotExprContext*>(c)) {
+      auto e = mk(ast::ExprKind::Annot, loc(x->annotation()));
+      e->elems.push_back(expr(x->expr(), depth + 1));
+      e->annot = annotation(x->annotation());
+      return e;
+    }
+    if (auto* x = dynamic_cast<GSLParser::PowExprContext*>(c))
+      return binary("**", opToken(x), x->expr(0), x->expr(1), depth);
+    if (auto* x = dynamic_cast<GSLParser::MulExprContext*>(c))
+      return binary(x->op->getText(), x->op, x->expr(0), x->expr(1), depth);
+    if (auto* x = dynamic_cast<GSLParser::AddExprContext*>(c))
+      return binary(x->op->getText(), x->op, x->expr(0), x->expr(1), depth);
+    if (auto* x = dynamic_cast<GSLParser::CmpExprContext*>(c))
+      return binary(x->op->getText(), x->op, x->expr(0), x->expr(1), depth);
+    if (auto* x = dynamic_cast<GSLParser::AndExprContext*>(c))
+      return binary("and", opToken(x), x->expr(0), x->expr(1), depth);
+    if (auto* x = dynamic_cast<GSLParser::OrExprContext*>(c))
+      return binary("or", opToken(x), x->expr(0), x->expr(1), depth);
+    if (auto* x = dynamic_cast<GSLParser::UnaryExprContext*>(c)) {
+      auto e = mk(ast::ExprKind::Unary, loc(x->op));
+      e->text = x->op->getText();
+      e->elems.push_back(expr(x->expr(), depth + 1));
+      return e;
+    }
+    if (auto* x = dynamic_cast<GSLParser::NotExprContext*>(c)) {
+      auto e = mk(ast::ExprKind::Unary, loc(c));
+      e->text = "not";
+      e->elems.push_back(expr(x->expr(), depth + 1));
+      return e;
+    }
+    GSL_ASSERT(false, "unhandled expression rule");
+  }
+
+  ast::ExprPtr primary(GSLParser::PrimaryContext* c, int depth) {
+    SourceLoc l = loc(c);
+    if (auto* x = dynamic_cast<GSLParser::IntLitContext*>(c)) {
+      auto e = mk(ast::ExprKind::Int, l);
+      const std::string t = x->INT()->getText();
+      errno = 0;
+      e->ival = (int64_t)std::strtoll(t.c_str(), nullptr, 10);
+      if (errno == ERANGE || t.size() > 18) {
+        diags_.error(l, "integer literal " + t + " is too large");
+        e->ival = 0;
+      }
+      return e;
+    }
+    if (auto* x = dynamic_cast<GSLParser::FloatLitContext*>(c)) {
+      auto e = mk(ast::ExprKind::Float, l);
+      e->fval = std::strtod(x->FLOAT()->getText().c_str(), nullptr);
+      return e;
+    }
+    if (auto* x = dynamic_cast<GSLParser::StringLitContext*>(c)) {
+      auto e = mk(ast::ExprKind::String, l);
+      e->text = unquote(x->STRING()->getText());
+      return e;
+    }
+    if (dynamic_cast<GSLParser::BoolLitContext*>(c)) {
+      auto e = mk(ast::ExprKind::Bool, l);
+      e->bval = c->getText() == "true";
+      return e;
+    }
+    if (auto* x = dynamic_cast<GSLParser::DtypeLitContext*>(c)) {
+      auto e = mk(ast::ExprKind::DType, l);
+      e->dtype = *ir::parseDType(x->DTYPE()->getText());
+      return e;
+    }
+    if (auto* x = dynamic_cast<GSLParser::LoadExprContext*>(c)) {
+      auto e = mk(ast::ExprKind::Load, l);
+      e->elems.push_back(expr(x->expr(), depth + 1));
+      e->type = type(x->type());
+      if (x->annotation()) e->annot = annotation(x->annotation());
+      return e;
+    }
+    if (auto* x = dynamic_cast<GSLParser::CallExprContext*>(c)) {
+      auto e = mk(ast::ExprKind::Call, l);
+      e->text = x->ID()->getText();
+      for (auto* a : x->arg()) {
+        ast::CallArg arg;
+        arg.loc = loc(a);
+        if (a->ID()) arg.keyword = a->ID()->getText();
+        arg.value = expr(a->expr(), depth + 1);
+        e->args.push_back(std::move(arg));
+      }
+      return e;
+    }
+    if (auto* x = dynamic_cast<GSLParser::NameExprContext*>(c)) {
+      auto e = mk(ast::ExprKind::Name, l);
+      e->text = x->ID()->getText();
+      return e;
+    }
+    if (auto* x = dynamic_cast<GSLParser::ListExprContext*>(c)) {
+      auto e = mk(ast::ExprKind::List, l);
+      for (auto* el : x->expr()) e->elems.push_back(expr(el, depth + 1));
+      return e;
+    }
+    if (auto* x = dynamic_cast<GSLParser::ParenExprContext*>(c)) return expr(x->expr(), depth + 1);
+    if (auto* x = dynamic_cast<GSLParser::TupleExprContext*>(c)) {
+      auto e = mk(ast::ExprKind::Tuple, l);
+      for (auto* el : x->expr()) e->elems.push_back(expr(el, depth + 1));
+      return e;
+    }
+    GSL_ASSERT(false, "unhandled primary rule");
+  }
+
+ private:
+  int file_;
+  Diagnostics& diags_;
+};
+
+// Rejects a nesting depth that would overflow ANTLR's recursive descent,
+// before parsing: counts open brackets.
+bool checkBracketDepth(const std::string& text, int file, Diagnostics& diags) {
+  int depth = 0, line = 1, col = 1;
+  bool inString = false, inComment = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\n') {
+      ++line;
+      col = 1;
+      inComment = false;
+      inString = false;
+      continue;
+    }
+    if (!inComment) {
+      if (inString) {
+        if (c == '\\') ++i, ++col;
+        else if (c == '"') inString = false;
+      } else if (c == '"') {
+        inString = true;
+      } else if (c == '#') {
+        inComment = true;
+      } else if (c == '(' || c == '[' || c == '{') {
+        if (++depth > kMaxNesting) {
+          diags.error({file, line, col}, "program is nested too deeply (more than " +
+                                             std::to_string(kMaxNesting) + " levels)");
+          return false;
+        }
+      } else if (c == ')' || c == ']' || c == '}') {
+        if (depth > 0) --depth;
+      }
+    }
+    ++col;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<ast::Program> parseProgram(const SourceManager& sm, int file, Diagnostics& diags) {
+  const std::string& text = sm.text(file);
+  if (!checkBracketDepth(text, file, diags)) return nullptr;
+  antlr4::ANTLRInputStream input(text);
+  GSLLexer lexer(&input);
+  ErrorListener listener(diags, file);
+  lexer.removeErrorListeners();
+  lexer.addErrorListener(&listener);
+  antlr4::CommonTokenStream tokens(&lexer);
+  tokens.fill();
+  // Characters the lexer cannot place become ERRCHAR tokens: report them
+  // here with a precise message instead of a parser cascade.
+  for (Token* t : tokens.getTokens()) {
+    if (t->getType() == GSLLexer::ERRCHAR) {
+      SourceLoc l{file, (int)t->getLine(), (int)t->getCharPositionInLine() + 1};
+      if (t->getText() == "\"") diags.error(l, "unterminated string");
+      else diags.error(l, "unexpected character '" + t->getText() + "'");
+      return nullptr;
+    }
+  }
+  if (listener.failed) return nullptr;
+  GSLParser parser(&tokens);
+  parser.removeErrorListeners();
+  parser.addErrorListener(&listener);
+  auto* tree = parser.program();
+  if (listener.failed) return nullptr;
+  Builder b(file, diags);
+  auto prog = b.program(tree);
+  if (b.tooDeep) return nullptr;
+  return prog;
+}
+
+}  // namespace gsl::frontend

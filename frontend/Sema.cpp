@@ -1,0 +1,1375 @@
+#include "frontend/Sema.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace gsl::frontend {
+namespace {
+
+using namespace ir;
+
+// A compile-time number (const expressions, static builtin arguments).
+struct Num {
+  bool isInt = true;
+  int64_t i = 0;
+  double f = 0;
+  double d() const { return isInt ? (double)i : f; }
+};
+
+// The value of an expression while lowering.
+struct EV {
+  enum Kind { Error, Tensor, Literal, Tuple } kind = Error;
+  Value* v = nullptr;          // Tensor
+  Num lit;                     // Literal: a weakly typed number (adopts the other operand's dtype)
+  std::vector<Value*> tuple;   // Tuple: a call's results
+  static EV tensor(Value* v) { EV e; e.kind = Tensor; e.v = v; return e; }
+  static EV literal(Num n) { EV e; e.kind = Literal; e.lit = n; return e; }
+  bool ok() const { return kind != Error; }
+};
+
+size_t editDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string suggest(const std::string& name, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t bestD = std::max<size_t>(2, name.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    size_t d = editDistance(name, c);
+    if (d < bestD) {
+      bestD = d;
+      best = c;
+    }
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
+const std::set<std::string> kHostBuiltins = {"print", "save", "exists", "load"};
+const std::set<std::string> kInitializers = {"zeros", "ones", "normal", "uniform", "glorot"};
+
+class Sema {
+ public:
+  Sema(const Options& o, Diagnostics& d, CheckedProgram& out) : opts_(o), diags_(d), out_(out) {
+    out_.module = std::make_unique<Module>();
+    mod_ = out_.module.get();
+    mod_->np = o.np;
+  }
+
+  bool run(const std::vector<const ast::Decl*>& decls) {
+    registerNames(decls);
+    checkDefines();
+    for (const ast::Decl* d : decls) {
+      switch (d->kind) {
+        case ast::DeclKind::Const: declConst(*d); break;
+        case ast::DeclKind::Mesh: declMesh(*d); break;
+        case ast::DeclKind::Param: declParam(*d); break;
+        default: break;
+      }
+    }
+    for (const ast::Decl* d : decls)
+      if (d->kind == ast::DeclKind::Fn && d->name != "main") lowerFnStandalone(d->name);
+    for (const ast::Decl* d : decls)
+      if (d->kind == ast::DeclKind::Fn && d->name == "main" && fns_[d->name].decl == d) lowerMain(*d);
+    // Functions in declaration order, then the host thunks.
+    for (const ast::Decl* d : decls)
+      if (d->kind == ast::DeclKind::Fn && d->name != "main" && fns_[d->name].fn && fns_[d->name].decl == d) {
+        out_.userFunctions.push_back(d->name);
+        mod_->functions.push_back(std::move(fns_[d->name].owned));
+      }
+    for (auto& t : thunks_) mod_->functions.push_back(std::move(t));
+    return !diags_.hasErrors();
+  }
+
+ private:
+  // ------------------------------------------------------------ state
+  const Options& opts_;
+  Diagnostics& diags_;
+  CheckedProgram& out_;
+  Module* mod_;
+
+  struct Global {
+    std::string kind;  // const, mesh, param, fn
+    SourceLoc loc;
+  };
+  std::map<std::string, Global> globals_;
+  std::map<std::string, int64_t> consts_;
+  std::set<std::string> usedDefines_;
+
+  struct FnInfo {
+    const ast::Decl* decl = nullptr;
+    int state = 0;  // 0 not lowered, 1 in progress, 2 done
+    bool ok = false;
+    bool sigOk = false;
+    std::vector<TensorType> argTypes, resultTypes;
+    std::vector<std::optional<Sharding>> argShardings, resultShardings;
+    std::unique_ptr<Function> owned;
+    Function* fn = nullptr;
+  };
+  std::map<std::string, FnInfo> fns_;
+  std::vector<std::unique_ptr<Function>> thunks_;
+
+  // A lowering context: the function being built and its local names.
+  struct Ctx {
+    Function* fn = nullptr;
+    std::vector<std::map<std::string, EV>> scopes;
+    bool host = false;                         // building a thunk of fn main
+    std::vector<HostLeaf>* leaves = nullptr;   // host: thunk inputs
+    std::map<std::string, Value*> hostArgs;    // host variable -> thunk argument
+    std::map<std::string, Value*> paramVals;   // param -> its `param` op in this function
+    std::vector<std::string> callStack;
+    int mute = 0;                              // > 0 while inlining an already checked body
+  };
+  std::vector<std::map<std::string, TensorType>> hostScopes_;
+
+  void err(Ctx& c, SourceLoc l, const std::string& m) {
+    if (!c.mute) diags_.error(l, m);
+  }
+  void err(SourceLoc l, const std::string& m) { diags_.error(l, m); }
+
+  // ------------------------------------------------------------ declarations
+  void registerNames(const std::vector<const ast::Decl*>& decls) {
+    static const char* kinds[] = {"import", "const", "mesh", "param", "fn"};
+    for (const ast::Decl* d : decls) {
+      if (d->kind == ast::DeclKind::Import) continue;
+      const char* kind = kinds[(int)d->kind];
+      if (d->name == "NP") {
+        err(d->loc, "'NP' is predefined (the number of ranks, set with -np)");
+        continue;
+      }
+      if (lookupBuiltin(d->name) || kHostBuiltins.count(d->name)) {
+        err(d->loc, std::string("cannot declare ") + kind + " '" + d->name + "': it is a builtin");
+        continue;
+      }
+      auto it = globals_.find(d->name);
+      if (it != globals_.end()) {
+        err(d->loc, "redefinition of '" + d->name + "'");
+        diags_.note(it->second.loc, "'" + d->name + "' was first declared here as a " + it->second.kind);
+        continue;
+      }
+      globals_[d->name] = {kind, d->loc};
+      if (d->kind == ast::DeclKind::Fn) fns_[d->name].decl = d;
+    }
+  }
+
+  void checkDefines() {
+    for (const auto& [k, v] : opts_.defines) {
+      if (k == "NP") {
+        err({}, "-D NP=" + std::to_string(v) + ": NP is the number of ranks; set it with -np");
+        continue;
+      }
+      auto it = globals_.find(k);
+      if (it == globals_.end() || it->second.kind != "const")
+        err({}, "-D " + k + "=" + std::to_string(v) + ": the program declares no const '" + k + "'");
+    }
+  }
+
+  void declConst(const ast::Decl& d) {
+    if (globals_[d.name].loc.line != d.loc.line || globals_[d.name].loc.file != d.loc.file) return;
+    if (auto it = opts_.defines.find(d.name); it != opts_.defines.end()) {
+      consts_[d.name] = it->second;
+      return;
+    }
+    if (auto v = evalInt(*d.value, "const '" + d.name + "'")) consts_[d.name] = *v;
+  }
+
+  void declMesh(const ast::Decl& d) {
+    Mesh m;
+    m.name = d.name;
+    bool ok = true;
+    std::set<std::string> names;
+    for (const auto& a : d.axes) {
+      auto size = evalInt(*a.size, "mesh axis size");
+      if (!size) {
+        ok = false;
+        continue;
+      }
+      if (*size < 1) {
+        err(a.size->loc, "mesh axis '" + a.name + "' has size " + std::to_string(*size) + "; sizes must be at least 1");
+        ok = false;
+      }
+      if (!names.insert(a.name).second) {
+        err(a.loc, "mesh '" + d.name + "' has two axes named '" + a.name + "'");
+        ok = false;
+      }
+      m.axes.push_back({a.name, *size});
+    }
+    if (!ok) return;
+    int64_t prod = 1;
+    std::string expr;
+    for (const auto& a : m.axes) {
+      if (prod > (int64_t)1 << 40) break;
+      prod *= a.size;
+      expr += (expr.empty() ? "" : " x ") + std::to_string(a.size);
+    }
+    if (prod != opts_.np) {
+      err(d.loc, "mesh '" + d.name + "' has " + expr + " = " + std::to_string(prod) +
+                     " devices, but the program runs on NP = " + std::to_string(opts_.np) +
+                     " ranks (-np)");
+      return;
+    }
+    mod_->meshes.push_back(m);
+  }
+
+  void declParam(const ast::Decl& d) {
+    auto t = lowerType(*d.type);
+    if (!t) return;
+    Param p;
+    p.name = d.name;
+    p.type = *t;
+    p.loc = d.loc;
+    if (d.annot) {
+      auto s = checkSharding(*d.annot, *t);
+      if (!s) return;
+      p.sharding = s;
+    }
+    if (!lowerInit(*d.value, p.init)) return;
+    if (p.type.dtype != DType::F32) {
+      err(d.type->loc, "params must be f32 (trainable), got " + p.type.str());
+      return;
+    }
+    mod_->params.push_back(p);
+  }
+
+  bool lowerInit(const ast::Expr& e, ParamInit& init) {
+    const std::string hint = "(use zeros, ones, normal(std), uniform(lo, hi) or glorot)";
+    std::string name = e.kind == ast::ExprKind::Name || e.kind == ast::ExprKind::Call ? e.text : "";
+    std::map<std::string, std::pair<ParamInit::Kind, size_t>> known = {
+        {"zeros", {ParamInit::Zeros, 0}}, {"ones", {ParamInit::Ones, 0}},
+        {"glorot", {ParamInit::Glorot, 0}}, {"normal", {ParamInit::Normal, 1}},
+        {"uniform", {ParamInit::Uniform, 2}}};
+    auto it = known.find(name);
+    if (it == known.end()) {
+      err(e.loc, (name.empty() ? std::string("invalid initializer ") : "unknown initializer '" + name + "' ") + hint);
+      return false;
+    }
+    init.kind = it->second.first;
+    size_t nargs = e.kind == ast::ExprKind::Call ? e.args.size() : 0;
+    if (nargs != it->second.second || (e.kind == ast::ExprKind::Call && it->second.second == 0)) {
+      err(e.loc, "initializer '" + name + "' takes " + std::to_string(it->second.second) + " argument" +
+                     (it->second.second == 1 ? "" : "s") + " " + hint);
+      return false;
+    }
+    std::vector<double> vals;
+    for (const auto& a : e.args) {
+      auto n = constEval(*a.value);
+      if (!n) return false;
+      vals.push_back(n->d());
+    }
+    if (init.kind == ParamInit::Normal) {
+      init.a = vals[0];
+      if (init.a < 0) {
+        err(e.args[0].value->loc, "normal's standard deviation must be >= 0");
+        return false;
+      }
+    }
+    if (init.kind == ParamInit::Uniform) {
+      init.a = vals[0];
+      init.b = vals[1];
+      if (!(init.a < init.b)) {
+        err(e.loc, "uniform(lo, hi) needs lo < hi");
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // ------------------------------------------------------------ constants
+  std::optional<Num> constEval(const ast::Expr& e) {
+    switch (e.kind) {
+      case ast::ExprKind::Int: return Num{true, e.ival, 0};
+      case ast::ExprKind::Float: return Num{false, 0, e.fval};
+      case ast::ExprKind::Name: {
+        if (e.text == "NP") return Num{true, opts_.np, 0};
+        auto it = consts_.find(e.text);
+        if (it != consts_.end()) return Num{true, it->second, 0};
+        auto g = globals_.find(e.text);
+        if (g != globals_.end() && g->second.kind == "const")
+          err(e.loc, "const '" + e.text + "' is used before its value is known (declare it earlier)");
+        else if (g != globals_.end())
+          err(e.loc, "'" + e.text + "' is a " + g->second.kind + ", not a compile-time constant");
+        else
+          err(e.loc, "unknown name '" + e.text + "'" + suggest(e.text, constNames()));
+        return std::nullopt;
+      }
+      case ast::ExprKind::Unary: {
+        auto v = constEval(*e.elems[0]);
+        if (!v) return v;
+        if (e.text == "+") return v;
+        if (e.text == "-") {
+          if (v->isInt) v->i = -v->i;
+          else v->f = -v->f;
+          return v;
+        }
+        break;
+      }
+      case ast::ExprKind::Binary: {
+        auto a = constEval(*e.elems[0]);
+        auto b = a ? constEval(*e.elems[1]) : std::nullopt;
+        if (!a || !b) return std::nullopt;
+        return foldBinary(e.text, *a, *b, e.loc, true);
+      }
+      default: break;
+    }
+    err(e.loc, "expected a compile-time constant expression");
+    return std::nullopt;
+  }
+
+  std::vector<std::string> constNames() const {
+    std::vector<std::string> r{"NP"};
+    for (auto& [k, v] : consts_) r.push_back(k);
+    return r;
+  }
+
+  // Folds a binary op on two numbers. `exactDiv`: integer `/` must divide
+  // exactly (const expressions); otherwise `/` is true division.
+  std::optional<Num> foldBinary(const std::string& op, Num a, Num b, SourceLoc l, bool exactDiv) {
+    if (a.isInt && b.isInt) {
+      int64_t r = 0;
+      bool ovf = false;
+      if (op == "+") ovf = __builtin_add_overflow(a.i, b.i, &r);
+      else if (op == "-") ovf = __builtin_sub_overflow(a.i, b.i, &r);
+      else if (op == "*") ovf = __builtin_mul_overflow(a.i, b.i, &r);
+      else if (op == "/" || op == "%") {
+        if (b.i == 0) {
+          err(l, "division by zero in a constant expression");
+          return std::nullopt;
+        }
+        if (op == "/" && a.i % b.i != 0) {
+          if (exactDiv) {
+            err(l, std::to_string(a.i) + " / " + std::to_string(b.i) + " is not exact (const division must divide evenly)");
+            return std::nullopt;
+          }
+          return Num{false, 0, (double)a.i / (double)b.i};
+        }
+        if (op == "/") r = a.i / b.i;
+        else r = ((a.i % b.i) + b.i) % b.i;
+      } else if (op == "**") {
+        if (b.i < 0) return Num{false, 0, std::pow((double)a.i, (double)b.i)};
+        r = 1;
+        for (int64_t k = 0; k < b.i && !ovf; ++k) ovf = __builtin_mul_overflow(r, a.i, &r);
+      } else {
+        err(l, "operator '" + op + "' is not allowed in a constant expression");
+        return std::nullopt;
+      }
+      if (ovf) {
+        err(l, "integer overflow in a constant expression");
+        return std::nullopt;
+      }
+      return Num{true, r, 0};
+    }
+    double x = a.d(), y = b.d(), r;
+    if (op == "+") r = x + y;
+    else if (op == "-") r = x - y;
+    else if (op == "*") r = x * y;
+    else if (op == "/") r = x / y;
+    else if (op == "%") r = x - std::floor(x / y) * y;
+    else if (op == "**") r = std::pow(x, y);
+    else {
+      err(l, "operator '" + op + "' is not allowed in a constant expression");
+      return std::nullopt;
+    }
+    return Num{false, 0, r};
+  }
+
+  std::optional<int64_t> evalInt(const ast::Expr& e, const std::string& what) {
+    auto n = constEval(e);
+    if (!n) return std::nullopt;
+    if (!n->isInt) {
+      err(e.loc, what + " must be an integer");
+      return std::nullopt;
+    }
+    return n->i;
+  }
+
+  std::optional<TensorType> lowerType(const ast::TypeExpr& t) {
+    TensorType r;
+    r.dtype = t.dtype;
+    bool ok = true;
+    for (size_t i = 0; i < t.dims.size(); ++i) {
+      auto v = evalInt(*t.dims[i], "a dimension");
+      if (!v) {
+        ok = false;
+        continue;
+      }
+      if (*v <= 0) {
+        err(t.dims[i]->loc, "dimension " + std::to_string(i) + " of the type must be positive, got " + std::to_string(*v));
+        ok = false;
+      }
+      r.shape.push_back(*v);
+    }
+    if (!ok) return std::nullopt;
+    if (!r.sizeFits()) {
+      err(t.loc, "type " + r.str() + " is too large: its size in bytes overflows 64 bits");
+      return std::nullopt;
+    }
+    return r;
+  }
+
+  std::optional<Sharding> checkSharding(const ast::ShardAnnot& a, const TensorType& t) {
+    const Mesh* m = mod_->findMesh(a.mesh);
+    if (!m) {
+      auto g = globals_.find(a.mesh);
+      if (g != globals_.end() && g->second.kind == "mesh") return std::nullopt;  // mesh had its own error
+      std::vector<std::string> meshes;
+      for (auto& mm : mod_->meshes) meshes.push_back(mm.name);
+      err(a.loc, "unknown mesh '" + a.mesh + "'" + suggest(a.mesh, meshes));
+      return std::nullopt;
+    }
+    if (a.replicate) return Sharding::replicated(a.mesh, t.rank());
+    if ((int)a.dims.size() != t.rank()) {
+      err(a.loc, "@shard gives " + std::to_string(a.dims.size()) + " entr" + (a.dims.size() == 1 ? "y" : "ies") +
+                     " for a tensor of rank " + std::to_string(t.rank()) + " (" + t.str() + ")");
+      return std::nullopt;
+    }
+    Sharding s;
+    s.mesh = a.mesh;
+    std::set<std::string> used;
+    for (size_t d = 0; d < a.dims.size(); ++d) {
+      int64_t prod = 1;
+      std::string names;
+      for (const auto& ax : a.dims[d]) {
+        if (m->axisIndex(ax) < 0) {
+          std::string axes;
+          for (auto& x : m->axes) axes += (axes.empty() ? "" : ", ") + x.name;
+          err(a.dimLocs[d], "mesh '" + m->name + "' has no axis '" + ax + "' (its axes: " + axes + ")");
+          return std::nullopt;
+        }
+        if (!used.insert(ax).second) {
+          err(a.dimLocs[d], "mesh axis '" + ax + "' is used twice in one sharding");
+          return std::nullopt;
+        }
+        prod *= m->axisSize(ax);
+        names += (names.empty() ? "" : " x ") + ax;
+      }
+      if (t.shape[d] % prod != 0) {
+        err(a.dimLocs[d], "dim " + std::to_string(d) + " of " + t.str() + " has size " + std::to_string(t.shape[d]) +
+                              ", which is not divisible by " + std::to_string(prod) + " (" + names + ")");
+        return std::nullopt;
+      }
+      s.dims.push_back(a.dims[d]);
+    }
+    return s;
+  }
+
+  // ------------------------------------------------------------ values
+  Value* materialize(Ctx& c, const EV& e, DType dt, SourceLoc l) {
+    if (e.kind == EV::Tensor) return e.v;
+    GSL_ASSERT(e.kind == EV::Literal, "materialize: not a value");
+    AttrMap at;
+    double v = e.lit.d();
+    if (dt == DType::Bool) dt = e.lit.isInt ? DType::I32 : DType::F32;
+    if (dt == DType::I32 && !e.lit.isInt) dt = DType::F32;
+    if (dt == DType::I32 && (e.lit.i > std::numeric_limits<int32_t>::max() || e.lit.i < std::numeric_limits<int32_t>::min())) {
+      err(c, l, "integer " + std::to_string(e.lit.i) + " does not fit in i32");
+      dt = DType::F32;
+    }
+    at.set("value", v);
+    return c.fn->append(OpKind::Constant, {}, at, TensorType{dt, {}}, l)->result;
+  }
+
+  DType defaultDType(const EV& e) { return e.lit.isInt ? DType::I32 : DType::F32; }
+
+  EV emit(Ctx& c, OpKind k, std::vector<Value*> operands, AttrMap at, SourceLoc l) {
+    std::vector<TensorType> in;
+    for (Value* v : operands) in.push_back(v->type);
+    TensorType out;
+    std::string e = inferType(k, in, at, out);
+    if (!e.empty()) {
+      err(c, l, e);
+      return {};
+    }
+    return EV::tensor(c.fn->append(k, std::move(operands), std::move(at), out, l)->result);
+  }
+
+  // Attaches a sharding constraint to `v`, copying when `v` already has
+  // an identity of its own (an argument, a param, an annotated value).
+  Value* constrain(Ctx& c, Value* v, const Sharding& s, SourceLoc l) {
+    if (v->sharding && *v->sharding == s) return v;
+    if (!v->def || v->sharding || v->def->kind == OpKind::Param)
+      v = c.fn->append(OpKind::Copy, {v}, {}, v->type, l)->result;
+    v->sharding = s;
+    v->shardingLoc = l;
+    return v;
+  }
+
+  std::vector<std::string> visibleNames(Ctx& c) {
+    std::vector<std::string> r;
+    for (auto& s : c.scopes)
+      for (auto& [k, v] : s) r.push_back(k);
+    for (auto& s : hostScopes_)
+      for (auto& [k, v] : s) r.push_back(k);
+    for (auto& [k, g] : globals_) r.push_back(k);
+    return r;
+  }
+
+  EV lowerName(Ctx& c, const ast::Expr& e) {
+    for (auto it = c.scopes.rbegin(); it != c.scopes.rend(); ++it) {
+      auto f = it->find(e.text);
+      if (f != it->end()) return f->second;
+    }
+    if (c.host) {
+      for (auto it = hostScopes_.rbegin(); it != hostScopes_.rend(); ++it) {
+        auto f = it->find(e.text);
+        if (f == it->end()) continue;
+        auto a = c.hostArgs.find(e.text);
+        if (a != c.hostArgs.end()) return EV::tensor(a->second);
+        Value* arg = c.fn->addArg(f->second);
+        c.leaves->push_back({HostLeaf::Var, e.text, f->second, std::nullopt, e.loc});
+        c.hostArgs[e.text] = arg;
+        return EV::tensor(arg);
+      }
+    }
+    if (e.text == "NP") return EV::literal(Num{true, opts_.np, 0});
+    if (auto it = consts_.find(e.text); it != consts_.end()) return EV::literal(Num{true, it->second, 0});
+    if (const Param* p = mod_->findParam(e.text)) {
+      auto pv = c.paramVals.find(p->name);
+      if (pv != c.paramVals.end()) return EV::tensor(pv->second);
+      AttrMap at;
+      at.set("name", p->name);
+      Op* op = c.fn->append(OpKind::Param, {}, at, p->type, e.loc);
+      op->result->sharding = p->sharding;
+      c.paramVals[p->name] = op->result;
+      return EV::tensor(op->result);
+    }
+    auto g = globals_.find(e.text);
+    if (g != globals_.end()) {
+      if (g->second.kind == "fn") err(c, e.loc, "'" + e.text + "' is a function; call it as " + e.text + "(...)");
+      else if (g->second.kind == "mesh") err(c, e.loc, "'" + e.text + "' is a mesh, not a value");
+      return {};  // a const or param whose declaration had an error
+    }
+    if (lookupBuiltin(e.text) || kHostBuiltins.count(e.text))
+      err(c, e.loc, "'" + e.text + "' is a builtin function; call it as " + e.text + "(...)");
+    else
+      err(c, e.loc, "unknown name '" + e.text + "'" + suggest(e.text, visibleNames(c)));
+    return {};
+  }
+
+  static OpKind binaryKind(const std::string& op) {
+    static const std::map<std::string, OpKind> m = {
+        {"+", OpKind::Add}, {"-", OpKind::Sub}, {"*", OpKind::Mul}, {"/", OpKind::Div},
+        {"%", OpKind::Mod}, {"**", OpKind::Pow}, {"@", OpKind::MatMul}, {"==", OpKind::Eq},
+        {"!=", OpKind::Ne}, {"<", OpKind::Lt}, {"<=", OpKind::Le}, {">", OpKind::Gt},
+        {">=", OpKind::Ge}, {"and", OpKind::And}, {"or", OpKind::Or}};
+    return m.at(op);
+  }
+
+  // Brings two operands to a common dtype: a weakly typed literal adopts the
+  // other operand's dtype (as JAX's weak types / Python scalars in PyTorch).
+  bool unify(Ctx& c, EV& a, EV& b, SourceLoc l, std::vector<Value*>& out) {
+    DType dt;
+    if (a.kind == EV::Tensor) dt = a.v->type.dtype;
+    else if (b.kind == EV::Tensor) dt = b.v->type.dtype;
+    else dt = (a.lit.isInt && b.lit.isInt) ? DType::I32 : DType::F32;
+    out = {materialize(c, a, dt, l), materialize(c, b, dt, l)};
+    return true;
+  }
+
+  EV lowerBinary(Ctx& c, const ast::Expr& e) {
+    EV a = lower(c, *e.elems[0]);
+    EV b = lower(c, *e.elems[1]);
+    if (!a.ok() || !b.ok()) return {};
+    for (EV* x : {&a, &b})
+      if (x->kind == EV::Tuple) {
+        err(c, e.loc, "a function with several results cannot be used as an operand");
+        return {};
+      }
+    const std::string& op = e.text;
+    bool arith = op == "+" || op == "-" || op == "*" || op == "/" || op == "%" || op == "**";
+    if (a.kind == EV::Literal && b.kind == EV::Literal && arith) {
+      auto r = foldBinary(op, a.lit, b.lit, e.loc, false);
+      if (!r) return {};
+      return EV::literal(*r);
+    }
+    OpKind k = binaryKind(op);
+    std::vector<Value*> ops;
+    if (k == OpKind::MatMul) {
+      ops = {materialize(c, a, DType::F32, e.loc), materialize(c, b, DType::F32, e.loc)};
+    } else {
+      unify(c, a, b, e.loc, ops);
+      if (k == OpKind::Div && ops[0]->type.dtype == DType::I32 && ops[1]->type.dtype == DType::I32) {
+        // True division, as NumPy/JAX/PyTorch: i32 / i32 gives f32.
+        AttrMap at;
+        at.set("dtype", DType::F32);
+        for (auto& v : ops) {
+          EV cv = emit(c, OpKind::Cast, {v}, at, e.loc);
+          v = cv.v;
+        }
+      }
+    }
+    return emit(c, k, ops, {}, e.loc);
+  }
+
+  EV lowerUnary(Ctx& c, const ast::Expr& e) {
+    EV a = lower(c, *e.elems[0]);
+    if (!a.ok()) return {};
+    if (a.kind == EV::Tuple) {
+      err(c, e.loc, "a function with several results cannot be used as an operand");
+      return {};
+    }
+    if (e.text == "+") return a;
+    if (e.text == "-") {
+      if (a.kind == EV::Literal) {
+        Num n = a.lit;
+        if (n.isInt) n.i = -n.i;
+        else n.f = -n.f;
+        return EV::literal(n);
+      }
+      return emit(c, OpKind::Neg, {a.v}, {}, e.loc);
+    }
+    // not
+    if (a.kind == EV::Literal) {
+      err(c, e.loc, "not needs a bool operand, got a number");
+      return {};
+    }
+    return emit(c, OpKind::Not, {a.v}, {}, e.loc);
+  }
+
+  EV lower(Ctx& c, const ast::Expr& e) {
+    switch (e.kind) {
+      case ast::ExprKind::Int: return EV::literal(Num{true, e.ival, 0});
+      case ast::ExprKind::Float: return EV::literal(Num{false, 0, e.fval});
+      case ast::ExprKind::Bool: {
+        AttrMap at;
+        at.set("value", e.bval ? 1.0 : 0.0);
+        return EV::tensor(c.fn->append(OpKind::Constant, {}, at, TensorType{DType::Bool, {}}, e.loc)->result);
+      }
+      case ast::ExprKind::String:
+        err(c, e.loc, "a string is not a tensor value (strings are for print, save, load and einsum specs)");
+        return {};
+      case ast::ExprKind::DType:
+        err(c, e.loc, "a dtype is not a value (dtypes are for cast(x, f32) and types)");
+        return {};
+      case ast::ExprKind::List:
+        err(c, e.loc, "a list is not a tensor value (lists are for static arguments such as axis=[0, 1] and concat's operands)");
+        return {};
+      case ast::ExprKind::Tuple:
+        err(c, e.loc, "a tuple can only be returned (return a, b)");
+        return {};
+      case ast::ExprKind::Name: return lowerName(c, e);
+      case ast::ExprKind::Unary: return lowerUnary(c, e);
+      case ast::ExprKind::Binary: return lowerBinary(c, e);
+      case ast::ExprKind::Call: return lowerCall(c, e);
+      case ast::ExprKind::Annot: {
+        EV a = lower(c, *e.elems[0]);
+        if (!a.ok()) return {};
+        if (a.kind == EV::Tuple) {
+          err(c, e.loc, "@shard applies to one value, not to several results");
+          return {};
+        }
+        Value* v = materialize(c, a, defaultDType(a), e.loc);
+        auto s = checkSharding(*e.annot, v->type);
+        if (!s) return {};
+        return EV::tensor(constrain(c, v, *s, e.annot->loc));
+      }
+      case ast::ExprKind::Load: return lowerLoad(c, e);
+    }
+    return {};
+  }
+
+  EV lowerLoad(Ctx& c, const ast::Expr& e) {
+    if (!c.host) {
+      err(c, e.loc, "load(...) is only allowed in fn main (tensor functions take their inputs as arguments)");
+      return {};
+    }
+    if (e.elems[0]->kind != ast::ExprKind::String) {
+      err(c, e.elems[0]->loc, "load's path must be a string literal");
+      return {};
+    }
+    auto t = lowerType(*e.type);
+    if (!t) return {};
+    std::optional<Sharding> s;
+    if (e.annot) {
+      s = checkSharding(*e.annot, *t);
+      if (!s) return {};
+    }
+    Value* arg = c.fn->addArg(*t);
+    arg->sharding = s;
+    c.leaves->push_back({HostLeaf::Load, e.elems[0]->text, *t, s, e.loc});
+    return EV::tensor(arg);
+  }
+
+  // ------------------------------------------------------------ calls
+  EV lowerCall(Ctx& c, const ast::Expr& e) {
+    const std::string& name = e.text;
+    if (name == "print" || name == "save") {
+      err(c, e.loc, name + "(...) is a statement of fn main, not a value");
+      return {};
+    }
+    if (name == "exists") {
+      if (!c.host) {
+        err(c, e.loc, "exists(...) is only allowed in fn main");
+        return {};
+      }
+      if (e.args.size() != 1 || e.args[0].value->kind != ast::ExprKind::String || !e.args[0].keyword.empty()) {
+        err(c, e.loc, "exists takes one argument: a path as a string literal");
+        return {};
+      }
+      TensorType bt{DType::Bool, {}};
+      Value* arg = c.fn->addArg(bt);
+      c.leaves->push_back({HostLeaf::Exists, e.args[0].value->text, bt, std::nullopt, e.loc});
+      return EV::tensor(arg);
+    }
+    if (fns_.count(name)) return lowerUserCall(c, e);
+    if (const OpInfo* op = lookupBuiltin(name)) return lowerBuiltin(c, e, *op);
+    if (kInitializers.count(name)) {
+      err(c, e.loc, "'" + name + "' is a param initializer; it can only be used in a param declaration");
+      return {};
+    }
+    auto g = globals_.find(name);
+    if (g != globals_.end()) {
+      err(c, e.loc, "'" + name + "' is a " + g->second.kind + ", not a function");
+      return {};
+    }
+    std::vector<std::string> cands;
+    for (auto& [k, f] : fns_) cands.push_back(k);
+    for (auto& o : allOps())
+      if (o.builtin) cands.push_back(o.builtin);
+    for (auto& h : kHostBuiltins) cands.push_back(h);
+    err(c, e.loc, "unknown function '" + name + "'" + suggest(name, cands));
+    return {};
+  }
+
+  static std::string argList(const OpInfo& op) {
+    std::string r;
+    for (auto& a : op.args) r += std::string(r.empty() ? "" : ", ") + a.name;
+    return r;
+  }
+
+  // Maps positional and keyword arguments onto a signature. Returns false
+  // after reporting an error.
+  template <class NameOf>
+  bool bindArgs(Ctx& c, const ast::Expr& call, size_t nparams, NameOf nameOf, bool variadicLast,
+                const std::string& sig, std::vector<const ast::Expr*>& slots,
+                std::vector<const ast::Expr*>& rest) {
+    slots.assign(nparams, nullptr);
+    size_t pos = 0;
+    bool sawKeyword = false;
+    for (const auto& a : call.args) {
+      if (a.keyword.empty()) {
+        if (sawKeyword) {
+          err(c, a.loc, "positional argument after a keyword argument");
+          return false;
+        }
+        if (variadicLast && pos + 1 >= nparams) {
+          rest.push_back(a.value.get());
+          pos = nparams - 1;
+          continue;
+        }
+        if (pos >= nparams) {
+          err(c, a.loc, "too many arguments to " + call.text + " (it takes " + sig + ")");
+          return false;
+        }
+        slots[pos++] = a.value.get();
+      } else {
+        sawKeyword = true;
+        size_t i = 0;
+        while (i < nparams && a.keyword != nameOf(i)) ++i;
+        if (i == nparams) {
+          std::vector<std::string> names;
+          for (size_t j = 0; j < nparams; ++j) names.push_back(nameOf(j));
+          err(c, a.loc, call.text + " has no argument '" + a.keyword + "' (it takes " + sig + ")" + suggest(a.keyword, names));
+          return false;
+        }
+        if (slots[i]) {
+          err(c, a.loc, "argument '" + a.keyword + "' of " + call.text + " is given twice");
+          return false;
+        }
+        slots[i] = a.value.get();
+      }
+    }
+    return true;
+  }
+
+  EV lowerBuiltin(Ctx& c, const ast::Expr& e, const OpInfo& op) {
+    std::vector<const ast::Expr*> slots, rest;
+    bool variadic = !op.args.empty() && op.args.back().kind == ArgKind::Variadic;
+    if (!bindArgs(c, e, op.args.size(), [&](size_t i) { return std::string(op.args[i].name); }, variadic,
+                  argList(op), slots, rest))
+      return {};
+    AttrMap at;
+    std::vector<EV> operands;
+    std::vector<SourceLoc> operandLocs;
+    bool ok = true;
+    for (size_t i = 0; i < op.args.size(); ++i) {
+      const ArgSpec& spec = op.args[i];
+      const ast::Expr* x = slots[i];
+      if (spec.kind == ArgKind::Variadic) {
+        for (const ast::Expr* r : rest) {
+          operands.push_back(lower(c, *r));
+          operandLocs.push_back(r->loc);
+        }
+        if (rest.empty()) {
+          err(c, e.loc, std::string(op.builtin) + " needs at least one tensor operand");
+          return {};
+        }
+        continue;
+      }
+      if (!x) {
+        if (spec.dflt) at.set(spec.name, *spec.dflt);
+        else if (!spec.optional) {
+          err(c, e.loc, std::string(op.builtin) + " is missing its argument '" + spec.name + "' (it takes " + argList(op) + ")");
+          return {};
+        }
+        continue;
+      }
+      switch (spec.kind) {
+        case ArgKind::Tensor:
+          operands.push_back(lower(c, *x));
+          operandLocs.push_back(x->loc);
+          break;
+        case ArgKind::Tensors:
+          if (x->kind != ast::ExprKind::List) {
+            err(c, x->loc, std::string(op.builtin) + "'s '" + spec.name + "' must be a list of tensors, as [a, b]");
+            return {};
+          }
+          for (const auto& el : x->elems) {
+            operands.push_back(lower(c, *el));
+            operandLocs.push_back(el->loc);
+          }
+          break;
+        case ArgKind::Int: {
+          auto v = evalInt(*x, std::string(op.builtin) + "'s '" + spec.name + "'");
+          if (!v) ok = false;
+          else at.set(spec.name, *v);
+          break;
+        }
+        case ArgKind::Ints: {
+          std::vector<int64_t> vs;
+          if (x->kind == ast::ExprKind::List) {
+            for (const auto& el : x->elems) {
+              auto v = evalInt(*el, std::string(op.builtin) + "'s '" + spec.name + "'");
+              if (!v) ok = false;
+              else vs.push_back(*v);
+            }
+          } else if (auto v = evalInt(*x, std::string(op.builtin) + "'s '" + spec.name + "'")) {
+            vs.push_back(*v);
+          } else {
+            ok = false;
+          }
+          at.set(spec.name, vs);
+          break;
+        }
+        case ArgKind::Float: {
+          auto v = constEval(*x);
+          if (!v) ok = false;
+          else at.set(spec.name, v->d());
+          break;
+        }
+        case ArgKind::Bool:
+          if (x->kind != ast::ExprKind::Bool) {
+            err(c, x->loc, std::string(op.builtin) + "'s '" + spec.name + "' must be true or false");
+            ok = false;
+          } else {
+            at.set(spec.name, x->bval);
+          }
+          break;
+        case ArgKind::String:
+          if (x->kind != ast::ExprKind::String) {
+            err(c, x->loc, std::string(op.builtin) + "'s '" + spec.name + "' must be a string literal");
+            ok = false;
+          } else {
+            at.set(spec.name, x->text);
+          }
+          break;
+        case ArgKind::DTypeArg:
+          if (x->kind != ast::ExprKind::DType) {
+            err(c, x->loc, std::string(op.builtin) + "'s '" + spec.name + "' must be a dtype (f32, i32 or bool)");
+            ok = false;
+          } else {
+            at.set(spec.name, x->dtype);
+          }
+          break;
+        case ArgKind::Variadic: break;
+      }
+    }
+    for (auto& o : operands) {
+      if (!o.ok()) ok = false;
+      else if (o.kind == EV::Tuple) {
+        err(c, e.loc, "a function with several results cannot be used as an operand");
+        ok = false;
+      }
+    }
+    if (!ok) return {};
+    std::vector<Value*> vals;
+    if (op.cls == OpClass::Binary) {
+      unify(c, operands[0], operands[1], e.loc, vals);
+    } else if (op.kind == OpKind::Where) {
+      std::vector<Value*> ab;
+      unify(c, operands[1], operands[2], e.loc, ab);
+      vals = {materialize(c, operands[0], DType::Bool, e.loc), ab[0], ab[1]};
+    } else {
+      // A literal operand of an op on numbers is f32, except where the op
+      // takes integer indices.
+      for (size_t i = 0; i < operands.size(); ++i) {
+        bool intSlot = op.kind == OpKind::OneHot || op.kind == OpKind::RandomUniform ||
+                       (op.kind == OpKind::Take && i == 1) || op.kind == OpKind::Cast;
+        DType dt = operands[i].kind == EV::Literal && operands[i].lit.isInt && intSlot ? DType::I32 : DType::F32;
+        vals.push_back(materialize(c, operands[i], dt, operandLocs[i]));
+      }
+    }
+    return emit(c, op.kind, vals, at, e.loc);
+  }
+
+  // Computes (once) a function's argument and result types.
+  FnInfo& signature(const std::string& name) {
+    FnInfo& f = fns_[name];
+    if (f.state != 0 || f.sigOk) return f;
+    const ast::Decl& d = *f.decl;
+    bool ok = true;
+    std::set<std::string> argNames;
+    for (const auto& a : d.args) {
+      if (!argNames.insert(a.name).second) {
+        err(a.loc, "function '" + d.name + "' has two arguments named '" + a.name + "'");
+        ok = false;
+      }
+      auto t = lowerType(*a.type);
+      if (!t) {
+        ok = false;
+        t = TensorType{};
+      }
+      f.argTypes.push_back(*t);
+      std::optional<Sharding> s;
+      if (a.annot && ok) {
+        s = checkSharding(*a.annot, *t);
+        if (!s) ok = false;
+      }
+      f.argShardings.push_back(s);
+    }
+    for (const auto& r : d.results) {
+      auto t = lowerType(*r.type);
+      if (!t) {
+        ok = false;
+        t = TensorType{};
+      }
+      f.resultTypes.push_back(*t);
+      std::optional<Sharding> s;
+      if (r.annot && ok) {
+        s = checkSharding(*r.annot, *t);
+        if (!s) ok = false;
+      }
+      f.resultShardings.push_back(s);
+    }
+    f.sigOk = ok;
+    return f;
+  }
+
+  void lowerFnStandalone(const std::string& name) {
+    FnInfo& f = signature(name);
+    if (f.state != 0) return;
+    f.state = 1;
+    int before = diags_.errorCount();
+    f.owned = std::make_unique<Function>();
+    f.fn = f.owned.get();
+    f.fn->name = name;
+    f.fn->loc = f.decl->loc;
+    if (f.sigOk) {
+      Ctx c;
+      c.fn = f.fn;
+      c.callStack.push_back(name);
+      c.scopes.emplace_back();
+      for (size_t i = 0; i < f.argTypes.size(); ++i) {
+        Value* a = f.fn->addArg(f.argTypes[i]);
+        a->sharding = f.argShardings[i];
+        c.scopes.back()[f.decl->args[i].name] = EV::tensor(a);
+      }
+      std::vector<Value*> results;
+      if (lowerFnBody(c, *f.decl, f, results)) {
+        f.fn->results = results;
+        f.fn->resultShardings = f.resultShardings;
+      }
+    }
+    f.ok = f.sigOk && diags_.errorCount() == before;
+    if (!f.ok) f.fn = nullptr;
+    f.state = 2;
+  }
+
+  // Lowers the statements of a tensor function in context `c` (its
+  // arguments already bound). Returns false after an error.
+  bool lowerFnBody(Ctx& c, const ast::Decl& d, FnInfo& f, std::vector<Value*>& results) {
+    bool ok = true, returned = false;
+    for (size_t i = 0; i < d.body.size(); ++i) {
+      const ast::Stmt& s = *d.body[i];
+      if (returned) {
+        err(c, s.loc, "code after return is unreachable (return must be the last statement)");
+        return false;
+      }
+      switch (s.kind) {
+        case ast::StmtKind::Let:
+        case ast::StmtKind::LetTuple:
+          ok &= bindLet(c, s);
+          break;
+        case ast::StmtKind::Assign:
+          err(c, s.loc, "cannot reassign '" + s.names[0] + "' in a tensor function (bind a new name with let)");
+          ok = false;
+          break;
+        case ast::StmtKind::Return: {
+          returned = true;
+          if (s.exprs.size() != f.resultTypes.size()) {
+            err(c, s.loc, "function '" + d.name + "' returns " + std::to_string(f.resultTypes.size()) +
+                              " value" + (f.resultTypes.size() == 1 ? "" : "s") + " but this return gives " +
+                              std::to_string(s.exprs.size()));
+            return false;
+          }
+          for (size_t k = 0; k < s.exprs.size(); ++k) {
+            EV v = lower(c, *s.exprs[k]);
+            if (!v.ok()) {
+              ok = false;
+              continue;
+            }
+            if (v.kind == EV::Tuple) {
+              err(c, s.exprs[k]->loc, "a function with several results cannot be returned as one value");
+              ok = false;
+              continue;
+            }
+            Value* r = materialize(c, v, f.resultTypes[k].dtype, s.exprs[k]->loc);
+            if (r->type != f.resultTypes[k]) {
+              err(c, s.exprs[k]->loc, "function '" + d.name + "' is declared to return " + f.resultTypes[k].str() +
+                                          " but this value has type " + r->type.str());
+              ok = false;
+              continue;
+            }
+            results.push_back(r);
+          }
+          break;
+        }
+        case ast::StmtKind::For:
+        case ast::StmtKind::If:
+          err(c, s.loc, std::string("'") + (s.kind == ast::StmtKind::For ? "for" : "if") +
+                            "' is only allowed in fn main (tensor functions are straight-line code; use where(...) to select)");
+          ok = false;
+          break;
+        case ast::StmtKind::Expr: {
+          const ast::Expr& x = *s.exprs[0];
+          if (x.kind == ast::ExprKind::Call && (x.text == "print" || x.text == "save"))
+            err(c, s.loc, x.text + "(...) is only allowed in fn main");
+          else
+            err(c, s.loc, "the value of this expression is unused (bind it with let or return it)");
+          ok = false;
+          break;
+        }
+      }
+    }
+    if (ok && !returned && !f.resultTypes.empty()) {
+      err(c, d.loc, "function '" + d.name + "' must end with a return");
+      return false;
+    }
+    return ok;
+  }
+
+  // let x = e, let x: T = e, let (a, b) = f(...): binds names in the innermost scope.
+  bool bindLet(Ctx& c, const ast::Stmt& s) {
+    EV v = lower(c, *s.exprs[0]);
+    if (!v.ok()) {
+      for (auto& n : s.names) c.scopes.back()[n] = EV{};
+      return false;
+    }
+    if (s.kind == ast::StmtKind::LetTuple) {
+      if (v.kind != EV::Tuple || v.tuple.size() != s.names.size()) {
+        size_t got = v.kind == EV::Tuple ? v.tuple.size() : 1;
+        err(c, s.loc, "cannot unpack " + std::to_string(got) + " value" + (got == 1 ? "" : "s") + " into " +
+                          std::to_string(s.names.size()) + " names");
+        for (auto& n : s.names) c.scopes.back()[n] = EV{};
+        return false;
+      }
+      for (size_t i = 0; i < s.names.size(); ++i) c.scopes.back()[s.names[i]] = EV::tensor(v.tuple[i]);
+      return true;
+    }
+    if (v.kind == EV::Tuple) {
+      err(c, s.loc, "this call returns " + std::to_string(v.tuple.size()) + " values; unpack them with let (a, b) = ...");
+      c.scopes.back()[s.names[0]] = EV{};
+      return false;
+    }
+    if (s.type) {
+      auto t = lowerType(*s.type);
+      if (!t) return false;
+      Value* x = materialize(c, v, t->dtype, s.exprs[0]->loc);
+      if (x->type != *t) {
+        err(c, s.exprs[0]->loc, "'" + s.names[0] + "' is declared as " + t->str() + " but its value has type " + x->type.str());
+        c.scopes.back()[s.names[0]] = EV{};
+        return false;
+      }
+      v = EV::tensor(x);
+    }
+    c.scopes.back()[s.names[0]] = v;
+    return true;
+  }
+
+  EV lowerUserCall(Ctx& c, const ast::Expr& e) {
+    const std::string& name = e.text;
+    if (name == "main") {
+      err(c, e.loc, "fn main cannot be called");
+      return {};
+    }
+    if (std::find(c.callStack.begin(), c.callStack.end(), name) != c.callStack.end() || fns_[name].state == 1) {
+      err(c, e.loc, "recursive call of '" + name + "' (GSL inlines function calls, so recursion is not allowed)");
+      return {};
+    }
+    lowerFnStandalone(name);
+    FnInfo& f = fns_[name];
+    const ast::Decl& d = *f.decl;
+    std::string sig;
+    for (auto& a : d.args) sig += (sig.empty() ? "" : ", ") + a.name;
+    std::vector<const ast::Expr*> slots, rest;
+    if (!bindArgs(c, e, d.args.size(), [&](size_t i) { return d.args[i].name; }, false, sig.empty() ? "no arguments" : sig,
+                  slots, rest))
+      return {};
+    bool ok = true;
+    std::vector<EV> vals;
+    for (size_t i = 0; i < d.args.size(); ++i) {
+      if (!slots[i]) {
+        err(c, e.loc, "call of '" + name + "' is missing argument '" + d.args[i].name + "'");
+        return {};
+      }
+      vals.push_back(lower(c, *slots[i]));
+      if (!vals.back().ok()) ok = false;
+      else if (vals.back().kind == EV::Tuple) {
+        err(c, slots[i]->loc, "a function with several results cannot be used as an argument");
+        ok = false;
+      }
+    }
+    if (!ok || !f.ok) return {};
+    Ctx inner;
+    inner.fn = c.fn;
+    inner.host = false;
+    inner.paramVals = c.paramVals;
+    inner.callStack = c.callStack;
+    inner.callStack.push_back(name);
+    inner.scopes.emplace_back();
+    for (size_t i = 0; i < d.args.size(); ++i) {
+      Value* v = materialize(c, vals[i], f.argTypes[i].dtype, slots[i]->loc);
+      if (v->type != f.argTypes[i]) {
+        err(c, slots[i]->loc, "argument '" + d.args[i].name + "' of '" + name + "' must be " + f.argTypes[i].str() +
+                                  ", got " + v->type.str());
+        ok = false;
+        continue;
+      }
+      if (f.argShardings[i]) v = constrain(c, v, *f.argShardings[i], slots[i]->loc);
+      inner.scopes.back()[d.args[i].name] = EV::tensor(v);
+    }
+    if (!ok) return {};
+    inner.mute = 1;  // the body was checked when `name` was lowered on its own
+    std::vector<Value*> results;
+    bool bodyOk = lowerFnBody(inner, d, f, results);
+    GSL_ASSERT(bodyOk, "inlining '" + name + "' failed after it was checked");
+    for (auto& [k, v] : inner.paramVals) c.paramVals[k] = v;
+    for (size_t i = 0; i < results.size(); ++i)
+      if (f.resultShardings[i]) results[i] = constrain(c, results[i], *f.resultShardings[i], e.loc);
+    if (results.size() == 1) return EV::tensor(results[0]);
+    EV t;
+    t.kind = EV::Tuple;
+    t.tuple = results;
+    return t;
+  }
+
+  // ------------------------------------------------------------ fn main
+  // Lowers the tensor expression `e` of the host script into a new thunk.
+  // `want`: the dtype a weakly typed literal result takes.
+  bool makeThunk(const ast::Expr& e, Thunk& t, std::optional<DType> want = std::nullopt, bool allowTuple = false) {
+    auto fn = std::make_unique<Function>();
+    fn->name = "main." + std::to_string(thunks_.size());
+    fn->loc = e.loc;
+    Ctx c;
+    c.fn = fn.get();
+    c.host = true;
+    c.leaves = &t.leaves;
+    c.callStack.push_back("main");
+    EV v = lower(c, e);
+    if (!v.ok()) return false;
+    if (v.kind == EV::Tuple) {
+      if (!allowTuple) {
+        err(e.loc, "this call returns " + std::to_string(v.tuple.size()) + " values; unpack them with let (a, b) = ...");
+        return false;
+      }
+      fn->results = v.tuple;
+    } else {
+      fn->results = {materialize(c, v, want ? *want : defaultDType(v), e.loc)};
+    }
+    fn->resultShardings.assign(fn->results.size(), std::nullopt);
+    t.fn = fn.get();
+    t.loc = e.loc;
+    thunks_.push_back(std::move(fn));
+    return true;
+  }
+
+  const TensorType* findHostVar(const std::string& n) {
+    for (auto it = hostScopes_.rbegin(); it != hostScopes_.rend(); ++it) {
+      auto f = it->find(n);
+      if (f != it->end()) return &f->second;
+    }
+    return nullptr;
+  }
+
+  void lowerMain(const ast::Decl& d) {
+    if (!d.args.empty() || !d.results.empty()) {
+      err(d.loc, "fn main takes no arguments and returns nothing (it is the host script)");
+      return;
+    }
+    out_.host.hasMain = true;
+    out_.host.loc = d.loc;
+    hostScopes_.emplace_back();
+    lowerHostBlock(d.body, out_.host.body);
+    hostScopes_.pop_back();
+  }
+
+  void lowerHostBlock(const ast::Block& b, std::vector<HostStmt>& out) {
+    for (const auto& s : b) lowerHostStmt(*s, out);
+  }
+
+  void lowerHostStmt(const ast::Stmt& s, std::vector<HostStmt>& out) {
+    HostStmt h;
+    h.loc = s.loc;
+    switch (s.kind) {
+      case ast::StmtKind::Let:
+      case ast::StmtKind::LetTuple: {
+        h.kind = HostStmt::Let;
+        h.names = s.names;
+        std::optional<TensorType> declared;
+        if (s.type && !(declared = lowerType(*s.type))) return;
+        bool tuple = s.kind == ast::StmtKind::LetTuple;
+        if (!makeThunk(*s.exprs[0], h.value, declared ? std::optional(declared->dtype) : std::nullopt, tuple)) {
+          for (auto& n : s.names) hostScopes_.back()[n] = TensorType{};  // no cascades
+          return;
+        }
+        auto& res = h.value.fn->results;
+        if (tuple && res.size() != s.names.size()) {
+          err(s.loc, "cannot unpack " + std::to_string(res.size()) + " value" + (res.size() == 1 ? "" : "s") +
+                         " into " + std::to_string(s.names.size()) + " names");
+          return;
+        }
+        if (declared && res[0]->type != *declared) {
+          err(s.exprs[0]->loc, "'" + s.names[0] + "' is declared as " + declared->str() + " but its value has type " +
+                                   res[0]->type.str());
+          return;
+        }
+        for (size_t i = 0; i < s.names.size(); ++i) hostScopes_.back()[s.names[i]] = res[i]->type;
+        break;
+      }
+      case ast::StmtKind::Assign: {
+        h.kind = HostStmt::Assign;
+        h.names = s.names;
+        const TensorType* t = findHostVar(s.names[0]);
+        if (!t) {
+          std::vector<std::string> names;
+          for (auto& sc : hostScopes_)
+            for (auto& [k, v] : sc) names.push_back(k);
+          err(s.nameLocs[0], "assignment to undeclared variable '" + s.names[0] + "' (declare it with let)" +
+                                 suggest(s.names[0], names));
+          return;
+        }
+        TensorType want = *t;
+        if (!makeThunk(*s.exprs[0], h.value, want.dtype)) return;
+        const TensorType& got = h.value.fn->results[0]->type;
+        if (got != want) {
+          err(s.exprs[0]->loc, "cannot assign a value of type " + got.str() + " to '" + s.names[0] + "', which has type " +
+                                   want.str());
+          return;
+        }
+        break;
+      }
+      case ast::StmtKind::For: {
+        h.kind = HostStmt::For;
+        h.names = s.names;
+        bool ok = makeThunk(*s.exprs[0], h.lo, DType::I32);
+        ok = makeThunk(*s.exprs[1], h.hi, DType::I32) && ok;
+        TensorType i32{DType::I32, {}};
+        if (ok) {
+          for (auto* t : {&h.lo, &h.hi})
+            if (t->fn->results[0]->type != i32) {
+              err(t->loc, "loop bounds must be i32 scalars, got " + t->fn->results[0]->type.str());
+              ok = false;
+            }
+        }
+        hostScopes_.emplace_back();
+        hostScopes_.back()[s.names[0]] = i32;
+        lowerHostBlock(s.body, h.body);
+        hostScopes_.pop_back();
+        if (!ok) return;
+        break;
+      }
+      case ast::StmtKind::If: {
+        h.kind = HostStmt::If;
+        bool ok = makeThunk(*s.exprs[0], h.cond);
+        if (ok && h.cond.fn->results[0]->type != TensorType{DType::Bool, {}}) {
+          err(s.exprs[0]->loc, "the condition of if must be a bool scalar, got " + h.cond.fn->results[0]->type.str());
+          ok = false;
+        }
+        hostScopes_.emplace_back();
+        lowerHostBlock(s.body, h.body);
+        hostScopes_.pop_back();
+        hostScopes_.emplace_back();
+        lowerHostBlock(s.elseBody, h.elseBody);
+        hostScopes_.pop_back();
+        if (!ok) return;
+        break;
+      }
+      case ast::StmtKind::Return:
+        err(s.loc, "fn main cannot return (it is the host script)");
+        return;
+      case ast::StmtKind::Expr: {
+        const ast::Expr& x = *s.exprs[0];
+        if (x.kind == ast::ExprKind::Call && x.text == "print") {
+          h.kind = HostStmt::Print;
+          for (const auto& a : x.args) {
+            if (!a.keyword.empty()) {
+              err(a.loc, "print takes no keyword arguments");
+              return;
+            }
+            HostStmt::PrintArg pa;
+            if (a.value->kind == ast::ExprKind::String) {
+              pa.text = a.value->text;
+            } else {
+              Thunk t;
+              if (!makeThunk(*a.value, t)) return;
+              pa.value = t;
+            }
+            h.printArgs.push_back(std::move(pa));
+          }
+          break;
+        }
+        if (x.kind == ast::ExprKind::Call && x.text == "save") {
+          h.kind = HostStmt::Save;
+          if (x.args.size() != 2 || !x.args[0].keyword.empty() || !x.args[1].keyword.empty()) {
+            err(x.loc, "save takes two arguments: save(\"path.npy\", tensor)");
+            return;
+          }
+          if (x.args[0].value->kind != ast::ExprKind::String) {
+            err(x.args[0].value->loc, "save's path must be a string literal");
+            return;
+          }
+          h.path = x.args[0].value->text;
+          if (!makeThunk(*x.args[1].value, h.value)) return;
+          break;
+        }
+        if (x.kind == ast::ExprKind::Call && fns_.count(x.text)) {
+          h.kind = HostStmt::Eval;
+          if (!makeThunk(x, h.value, std::nullopt, true)) return;
+          break;
+        }
+        err(s.loc, "the value of this expression is unused (bind it with let, or print it)");
+        return;
+      }
+    }
+    out.push_back(std::move(h));
+  }
+};
+
+}  // namespace
+
+bool analyze(const std::vector<const ast::Decl*>& decls, const Options& opts, Diagnostics& diags,
+             CheckedProgram& out) {
+  Sema s(opts, diags, out);
+  return s.run(decls);
+}
+
+}  // namespace gsl::frontend

@@ -1,0 +1,91 @@
+// GSL grammar (ANTLR4). The C++ lexer/parser are generated at build time by
+// the Debian `antlr4` tool (see CMakeLists.txt); generated code is never
+// committed. frontend/Parser.cpp turns the parse tree into the AST.
+grammar GSL;
+
+program : decl* EOF ;
+
+decl
+    : 'import' STRING                                             # importDecl
+    | 'const' ID '=' expr                                         # constDecl
+    | 'mesh' ID '=' '[' meshAxis (',' meshAxis)* ','? ']'        # meshDecl
+    | 'param' ID ':' type annotation? '=' expr                    # paramDecl
+    | 'fn' ID '(' (fnArg (',' fnArg)* ','?)? ')' ('->' resultType)? block  # fnDecl
+    ;
+
+meshAxis : ID ':' expr ;
+
+fnArg : ID ':' type annotation? ;
+
+resultType
+    : type annotation?                                            # singleResult
+    | '(' type annotation? (',' type annotation?)* ')'            # tupleResult
+    ;
+
+type : DTYPE ('[' (expr (',' expr)*)? ']')? ;
+
+annotation
+    : '@shard' '(' ID ',' '[' shardDim (',' shardDim)* ']' ')'   # shardAnnot
+    | '@shard' '(' ID ',' '[' ']' ')'                             # shardAnnotScalar
+    | '@replicate' '(' ID ')'                                     # replicateAnnot
+    ;
+
+shardDim
+    : '_'                                                         # shardNone
+    | ID                                                          # shardAxis
+    | '(' ID (',' ID)* ')'                                        # shardAxes
+    ;
+
+block : '{' stmt* '}' ;
+
+stmt
+    : 'let' ID (':' type)? '=' expr                               # letStmt
+    | 'let' '(' ID (',' ID)+ ')' '=' expr                         # letTupleStmt
+    | ID '=' expr                                                 # assignStmt
+    | 'return' expr (',' expr)*                                   # returnStmt
+    | 'for' ID 'in' expr '..' expr block                          # forStmt
+    | 'if' expr block ('else' (ifTail | block))?                  # ifStmt
+    | expr                                                        # exprStmt
+    ;
+
+ifTail : 'if' expr block ('else' (ifTail | block))? ;
+
+expr
+    : primary                                                     # primaryExpr
+    | <assoc=right> expr '**' expr                                # powExpr
+    | op=('-' | '+') expr                                         # unaryExpr
+    | expr op=('*' | '/' | '%' | '@') expr                        # mulExpr
+    | expr op=('+' | '-') expr                                    # addExpr
+    | expr op=('==' | '!=' | '<' | '<=' | '>' | '>=') expr        # cmpExpr
+    | 'not' expr                                                  # notExpr
+    | expr 'and' expr                                             # andExpr
+    | expr 'or' expr                                              # orExpr
+    | expr annotation                                             # annotExpr
+    ;
+
+primary
+    : INT                                                         # intLit
+    | FLOAT                                                       # floatLit
+    | STRING                                                      # stringLit
+    | ('true' | 'false')                                          # boolLit
+    | DTYPE                                                       # dtypeLit
+    | 'load' '(' expr ')' ':' type annotation?                    # loadExpr
+    | ID '(' (arg (',' arg)* ','?)? ')'                           # callExpr
+    | ID                                                          # nameExpr
+    | '[' (expr (',' expr)* ','?)? ']'                            # listExpr
+    | '(' expr ')'                                                # parenExpr
+    | '(' expr (',' expr)+ ','? ')'                               # tupleExpr
+    ;
+
+arg : (ID '=')? expr ;
+
+DTYPE  : 'f32' | 'i32' | 'bool' ;
+ID     : [a-zA-Z_] [a-zA-Z_0-9]* ;
+FLOAT  : [0-9]+ '.' [0-9]+ EXP? | [0-9]+ EXP ;
+INT    : [0-9]+ ;
+STRING : '"' (~["\\\r\n] | '\\' .)* '"' ;
+fragment EXP : [eE] [+-]? [0-9]+ ;
+
+COMMENT : '#' ~[\r\n]* -> skip ;
+WS      : [ \t\r\n]+ -> skip ;
+ERRCHAR : . ;

@@ -1,0 +1,42 @@
+// A module: the meshes, params and tensor functions of one GSL program
+// (after imports, const evaluation and inlining).
+#pragma once
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/Function.h"
+#include "ir/Mesh.h"
+#include "ir/Sharding.h"
+
+namespace gsl::ir {
+
+// How a param is initialised (spec section 1).
+struct ParamInit {
+  enum Kind { Zeros, Ones, Normal, Uniform, Glorot } kind = Zeros;
+  double a = 0, b = 0;  // normal: std in a; uniform: lo in a, hi in b
+  std::string str() const;  // "zeros", "normal(0.02)", "uniform(-1.0, 1.0)", "glorot"
+};
+
+struct Param {
+  std::string name;
+  TensorType type;
+  std::optional<Sharding> sharding;
+  ParamInit init;
+  SourceLoc loc;
+};
+
+struct Module {
+  int64_t np = 1;  // number of ranks the module was built for
+  std::vector<Mesh> meshes;
+  std::vector<Param> params;
+  std::vector<std::unique_ptr<Function>> functions;
+
+  const Mesh* findMesh(const std::string& name) const;
+  const Param* findParam(const std::string& name) const;
+  Function* findFunction(const std::string& name) const;
+};
+
+}  // namespace gsl::ir

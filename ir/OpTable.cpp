@@ -1,0 +1,536 @@
+#include "ir/OpTable.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "support/Diagnostics.h"
+
+namespace gsl::ir {
+
+// ---------------------------------------------------------------- helpers
+
+bool broadcastShapes(const Shape& a, const Shape& b, Shape& out) {
+  size_t n = std::max(a.size(), b.size());
+  out.assign(n, 1);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) return false;
+    out[i] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+static std::string ty(const TensorType& t) { return t.str(); }
+
+// Normalises axis `a` for a tensor of rank `r` (NumPy: -1 is the last).
+static std::string normAxis(int64_t& a, int r, const char* what = "axis") {
+  if (a < -r || a >= r)
+    return std::string(what) + " " + std::to_string(a) + " is out of range for a tensor of rank " +
+           std::to_string(r);
+  if (a < 0) a += r;
+  return "";
+}
+
+static std::string needDType(const TensorType& t, std::initializer_list<DType> ok, const char* op) {
+  for (DType d : ok)
+    if (t.dtype == d) return "";
+  std::string names;
+  for (DType d : ok) names += std::string(names.empty() ? "" : " or ") + dtypeName(d);
+  return std::string(op) + " needs " + names + ", got " + ty(t);
+}
+
+// ---------------------------------------------------------------- rules
+
+static std::string ruleSame(const std::vector<TensorType>& in, AttrMap&, TensorType& out) {
+  out = in[0];
+  return "";
+}
+
+#define FLOAT_UNARY(NAME)                                                                 \
+  static std::string rule_##NAME(const std::vector<TensorType>& in, AttrMap&, TensorType& out) { \
+    if (auto e = needDType(in[0], {DType::F32}, #NAME); !e.empty()) return e;             \
+    out = in[0];                                                                          \
+    return "";                                                                            \
+  }
+FLOAT_UNARY(exp) FLOAT_UNARY(log) FLOAT_UNARY(sqrt) FLOAT_UNARY(rsqrt) FLOAT_UNARY(tanh)
+FLOAT_UNARY(gelu) FLOAT_UNARY(sigmoid)
+#undef FLOAT_UNARY
+
+static std::string ruleNumericUnary(const std::vector<TensorType>& in, AttrMap&, TensorType& out) {
+  if (auto e = needDType(in[0], {DType::F32, DType::I32}, "this operation"); !e.empty()) return e;
+  out = in[0];
+  return "";
+}
+
+static std::string ruleNot(const std::vector<TensorType>& in, AttrMap&, TensorType& out) {
+  if (auto e = needDType(in[0], {DType::Bool}, "not"); !e.empty()) return e;
+  out = in[0];
+  return "";
+}
+
+static std::string ruleCast(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  out = in[0];
+  out.dtype = at.getDType("dtype");
+  return "";
+}
+
+static std::string binaryShape(const std::vector<TensorType>& in, Shape& s) {
+  if (!broadcastShapes(in[0].shape, in[1].shape, s))
+    return "shapes " + ty(in[0]) + " and " + ty(in[1]) + " cannot be broadcast together";
+  return "";
+}
+
+static std::string sameDType(const TensorType& a, const TensorType& b) {
+  if (a.dtype != b.dtype)
+    return std::string("mismatched element types ") + ty(a) + " and " + ty(b) + " (use cast)";
+  return "";
+}
+
+static std::string ruleArith(const std::vector<TensorType>& in, AttrMap&, TensorType& out) {
+  if (auto e = sameDType(in[0], in[1]); !e.empty()) return e;
+  if (in[0].dtype == DType::Bool) return "arithmetic on bool values " + ty(in[0]) + " (use cast)";
+  out.dtype = in[0].dtype;
+  return binaryShape(in, out.shape);
+}
+
+static std::string ruleDiv(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  if (auto e = ruleArith(in, at, out); !e.empty()) return e;
+  if (in[0].dtype != DType::F32) return "div needs f32 operands, got " + ty(in[0]);
+  return "";
+}
+
+static std::string ruleCompare(const std::vector<TensorType>& in, AttrMap&, TensorType& out) {
+  if (auto e = sameDType(in[0], in[1]); !e.empty()) return e;
+  out.dtype = DType::Bool;
+  return binaryShape(in, out.shape);
+}
+
+static std::string ruleLogic(const std::vector<TensorType>& in, AttrMap&, TensorType& out) {
+  for (const auto& t : in)
+    if (auto e = needDType(t, {DType::Bool}, "and/or"); !e.empty()) return e;
+  out.dtype = DType::Bool;
+  return binaryShape(in, out.shape);
+}
+
+static std::string ruleWhere(const std::vector<TensorType>& in, AttrMap&, TensorType& out) {
+  if (in[0].dtype != DType::Bool) return "where's condition must be bool, got " + ty(in[0]);
+  if (auto e = sameDType(in[1], in[2]); !e.empty()) return e;
+  Shape s1, s2;
+  if (!broadcastShapes(in[0].shape, in[1].shape, s1) || !broadcastShapes(s1, in[2].shape, s2))
+    return "shapes " + ty(in[0]) + ", " + ty(in[1]) + " and " + ty(in[2]) +
+           " cannot be broadcast together";
+  out.dtype = in[1].dtype;
+  out.shape = s2;
+  return "";
+}
+
+static std::string ruleMatMul(const std::vector<TensorType>& in, AttrMap&, TensorType& out) {
+  const TensorType &a = in[0], &b = in[1];
+  if (a.dtype != DType::F32 || b.dtype != DType::F32)
+    return "matmul needs f32 operands, got " + ty(a) + " and " + ty(b);
+  if (a.rank() < 1 || b.rank() < 1) return "matmul needs operands of rank >= 1, got " + ty(a) + " and " + ty(b);
+  Shape sa = a.shape, sb = b.shape;
+  if (sa.size() == 1) sa.insert(sa.begin(), 1);
+  if (sb.size() == 1) sb.push_back(1);
+  int64_t k1 = sa.back(), k2 = sb[sb.size() - 2];
+  if (k1 != k2)
+    return "matmul contracting dims differ: " + ty(a) + " @ " + ty(b) + " (" + std::to_string(k1) +
+           " vs " + std::to_string(k2) + ")";
+  Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2), batch;
+  if (!broadcastShapes(ba, bb, batch))
+    return "matmul batch dims of " + ty(a) + " and " + ty(b) + " cannot be broadcast together";
+  out.dtype = DType::F32;
+  out.shape = batch;
+  if (a.rank() > 1) out.shape.push_back(sa[sa.size() - 2]);
+  if (b.rank() > 1) out.shape.push_back(sb.back());
+  return "";
+}
+
+std::string parseEinsum(const std::string& spec, size_t numOperands, EinsumSpec& out) {
+  out = {};
+  std::string lhs = spec, rhs;
+  bool explicitOut = false;
+  if (auto p = spec.find("->"); p != std::string::npos) {
+    lhs = spec.substr(0, p);
+    rhs = spec.substr(p + 2);
+    explicitOut = true;
+  }
+  std::string cur;
+  for (char c : lhs) {
+    if (c == ',') {
+      out.inputs.push_back(cur);
+      cur.clear();
+    } else if (c == ' ') {
+    } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+      cur += c;
+    } else {
+      return std::string("einsum spec \"") + spec + "\" has invalid character '" + c +
+             "' (use letters, ',' and '->')";
+    }
+  }
+  out.inputs.push_back(cur);
+  if (out.inputs.size() != numOperands)
+    return "einsum spec \"" + spec + "\" names " + std::to_string(out.inputs.size()) +
+           " operands but " + std::to_string(numOperands) + " were given";
+  if (explicitOut) {
+    for (char c : rhs) {
+      if (c == ' ') continue;
+      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
+        return std::string("einsum spec \"") + spec + "\" has invalid character '" + c + "' in its output";
+      if (out.output.find(c) != std::string::npos)
+        return std::string("einsum output label '") + c + "' appears twice in \"" + spec + "\"";
+      bool found = false;
+      for (auto& in : out.inputs) found |= in.find(c) != std::string::npos;
+      if (!found) return std::string("einsum output label '") + c + "' does not appear in any input of \"" + spec + "\"";
+      out.output += c;
+    }
+  } else {
+    // NumPy implicit mode: labels appearing exactly once, sorted.
+    std::map<char, int> count;
+    for (auto& in : out.inputs)
+      for (char c : in) count[c]++;
+    for (auto& [c, n] : count)
+      if (n == 1) out.output += c;
+  }
+  return "";
+}
+
+static std::string ruleEinsum(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  EinsumSpec es;
+  const std::string& spec = at.getString("spec");
+  if (auto e = parseEinsum(spec, in.size(), es); !e.empty()) return e;
+  std::map<char, int64_t> size;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i].dtype != DType::F32) return "einsum needs f32 operands, got " + ty(in[i]);
+    if ((int)es.inputs[i].size() != in[i].rank())
+      return "einsum operand " + std::to_string(i + 1) + " has type " + ty(in[i]) + " but \"" +
+             es.inputs[i] + "\" names " + std::to_string(es.inputs[i].size()) + " dims";
+    for (int d = 0; d < in[i].rank(); ++d) {
+      char c = es.inputs[i][d];
+      auto it = size.find(c);
+      if (it != size.end() && it->second != in[i].shape[d])
+        return std::string("einsum label '") + c + "' has size " + std::to_string(it->second) +
+               " and " + std::to_string(in[i].shape[d]) + " in \"" + spec + "\"";
+      size[c] = in[i].shape[d];
+    }
+  }
+  out.dtype = DType::F32;
+  out.shape.clear();
+  for (char c : es.output) out.shape.push_back(size[c]);
+  return "";
+}
+
+// Canonicalises an `axis` int-list attr (absent: all axes) to sorted, unique,
+// non-negative axes.
+static std::string canonAxes(AttrMap& at, int rank, const char* key = "axis") {
+  std::vector<int64_t> axes;
+  if (at.has(key)) {
+    axes = at.getInts(key);
+    for (auto& a : axes)
+      if (auto e = normAxis(a, rank); !e.empty()) return e;
+    std::sort(axes.begin(), axes.end());
+    if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+      return "axis " + std::to_string(*std::adjacent_find(axes.begin(), axes.end())) +
+             " is listed twice";
+  } else {
+    for (int i = 0; i < rank; ++i) axes.push_back(i);
+  }
+  at.set(key, axes);
+  return "";
+}
+
+static std::string ruleReduce(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  if (auto e = needDType(in[0], {DType::F32, DType::I32}, "reduction"); !e.empty()) return e;
+  if (auto e = canonAxes(at, in[0].rank()); !e.empty()) return e;
+  if (!at.has("keepdims")) at.set("keepdims", false);
+  bool keep = at.getBool("keepdims");
+  const auto& axes = at.getInts("axis");
+  out.dtype = in[0].dtype;
+  out.shape.clear();
+  for (int d = 0; d < in[0].rank(); ++d) {
+    bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
+    if (!reduced) out.shape.push_back(in[0].shape[d]);
+    else if (keep) out.shape.push_back(1);
+  }
+  return "";
+}
+
+static std::string ruleMean(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  if (auto e = needDType(in[0], {DType::F32}, "mean"); !e.empty()) return e;
+  return ruleReduce(in, at, out);
+}
+
+static std::string oneAxis(const TensorType& t, AttrMap& at, const char* key = "axis") {
+  int64_t a = at.getInt(key);
+  if (auto e = normAxis(a, t.rank()); !e.empty()) return e;
+  at.set(key, a);
+  return "";
+}
+
+static std::string ruleArgMax(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  if (auto e = needDType(in[0], {DType::F32, DType::I32}, "argmax"); !e.empty()) return e;
+  if (in[0].rank() == 0) return "argmax needs a tensor of rank >= 1, got " + ty(in[0]);
+  if (auto e = oneAxis(in[0], at); !e.empty()) return e;
+  out.dtype = DType::I32;
+  out.shape = in[0].shape;
+  out.shape.erase(out.shape.begin() + at.getInt("axis"));
+  return "";
+}
+
+static std::string ruleSoftmax(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  if (auto e = needDType(in[0], {DType::F32}, "softmax"); !e.empty()) return e;
+  if (in[0].rank() == 0) return "softmax needs a tensor of rank >= 1, got " + ty(in[0]);
+  if (auto e = oneAxis(in[0], at); !e.empty()) return e;
+  out = in[0];
+  return "";
+}
+
+static std::string ruleLayerNorm(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  if (auto e = needDType(in[0], {DType::F32}, "layer_norm"); !e.empty()) return e;
+  if (in[0].rank() == 0) return "layer_norm needs a tensor of rank >= 1, got " + ty(in[0]);
+  if (auto e = canonAxes(at, in[0].rank()); !e.empty()) return e;
+  if (!at.has("eps")) at.set("eps", 1e-5);
+  if (at.getFloat("eps") <= 0) return "layer_norm eps must be positive";
+  out = in[0];
+  return "";
+}
+
+static std::string ruleCumSum(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  if (auto e = needDType(in[0], {DType::F32, DType::I32}, "cumsum"); !e.empty()) return e;
+  if (in[0].rank() == 0) return "cumsum needs a tensor of rank >= 1, got " + ty(in[0]);
+  if (auto e = oneAxis(in[0], at); !e.empty()) return e;
+  if (!at.has("exclusive")) at.set("exclusive", false);
+  out = in[0];
+  return "";
+}
+
+static std::string ruleReshape(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  std::vector<int64_t> s = at.getInts("shape");
+  int infer = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == -1) {
+      if (infer >= 0) return "reshape target " + shapeStr(at.getInts("shape")) + " has more than one -1";
+      infer = (int)i;
+    } else if (s[i] <= 0) {
+      return "reshape target " + shapeStr(s) + " has a non-positive size";
+    } else {
+      known *= s[i];
+    }
+  }
+  int64_t n = in[0].numElements();
+  if (infer >= 0) {
+    if (known == 0 || n % known != 0)
+      return "cannot reshape " + ty(in[0]) + " (" + std::to_string(n) + " elements) to " + shapeStr(s);
+    s[infer] = n / known;
+    known *= s[infer];
+  }
+  if (known != n)
+    return "cannot reshape " + ty(in[0]) + " (" + std::to_string(n) + " elements) to " + shapeStr(s) +
+           " (" + std::to_string(known) + " elements)";
+  at.set("shape", s);
+  out.dtype = in[0].dtype;
+  out.shape = s;
+  return "";
+}
+
+static std::string ruleTranspose(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  int r = in[0].rank();
+  std::vector<int64_t> perm;
+  if (at.has("perm")) {
+    perm = at.getInts("perm");
+  } else {
+    for (int i = r - 1; i >= 0; --i) perm.push_back(i);
+  }
+  if ((int)perm.size() != r)
+    return "transpose permutation " + shapeStr(perm) + " has " + std::to_string(perm.size()) +
+           " entries for a tensor of rank " + std::to_string(r);
+  std::vector<bool> seen(r, false);
+  for (auto& p : perm) {
+    if (auto e = normAxis(p, r); !e.empty()) return "transpose: " + e;
+    if (seen[p]) return "transpose permutation " + shapeStr(at.has("perm") ? at.getInts("perm") : perm) + " is not a permutation";
+    seen[p] = true;
+  }
+  at.set("perm", perm);
+  out.dtype = in[0].dtype;
+  out.shape.clear();
+  for (auto p : perm) out.shape.push_back(in[0].shape[p]);
+  return "";
+}
+
+static std::string ruleConcat(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  if (in.empty()) return "concat needs at least one tensor";
+  if (in[0].rank() == 0) return "concat needs tensors of rank >= 1, got " + ty(in[0]);
+  if (auto e = oneAxis(in[0], at); !e.empty()) return e;
+  int64_t ax = at.getInt("axis");
+  out = in[0];
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (in[i].dtype != in[0].dtype || in[i].rank() != in[0].rank())
+      return "concat operands " + ty(in[0]) + " and " + ty(in[i]) + " differ in element type or rank";
+    for (int d = 0; d < in[0].rank(); ++d)
+      if (d != ax && in[i].shape[d] != in[0].shape[d])
+        return "concat operands " + ty(in[0]) + " and " + ty(in[i]) + " differ in dim " +
+               std::to_string(d) + " (only the concat axis " + std::to_string(ax) + " may differ)";
+    out.shape[ax] += in[i].shape[ax];
+  }
+  return "";
+}
+
+static std::string ruleSlice(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  if (in[0].rank() == 0) return "slice needs a tensor of rank >= 1, got " + ty(in[0]);
+  if (auto e = oneAxis(in[0], at); !e.empty()) return e;
+  int64_t ax = at.getInt("axis"), n = in[0].shape[ax];
+  int64_t s = at.getInt("start"), e = at.getInt("end");
+  if (s < 0) s += n;
+  if (e < 0) e += n;
+  if (s < 0 || e > n || s >= e)
+    return "slice [" + std::to_string(at.getInt("start")) + ", " + std::to_string(at.getInt("end")) +
+           ") is empty or out of range for dim " + std::to_string(ax) + " of size " + std::to_string(n);
+  at.set("start", s);
+  at.set("end", e);
+  out = in[0];
+  out.shape[ax] = e - s;
+  return "";
+}
+
+static std::string ruleBroadcast(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  const auto& s = at.getInts("shape");
+  for (auto d : s)
+    if (d <= 0) return "broadcast target " + shapeStr(s) + " has a non-positive size";
+  Shape r;
+  if (in[0].rank() > (int)s.size() || !broadcastShapes(in[0].shape, s, r) || r != s)
+    return "cannot broadcast " + ty(in[0]) + " to " + shapeStr(s);
+  out.dtype = in[0].dtype;
+  out.shape = s;
+  return "";
+}
+
+static std::string ruleOneHot(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  if (in[0].dtype != DType::I32) return "one_hot needs i32 indices, got " + ty(in[0]);
+  int64_t n = at.getInt("n");
+  if (n <= 0) return "one_hot size n must be positive, got " + std::to_string(n);
+  out.dtype = DType::F32;
+  out.shape = in[0].shape;
+  out.shape.push_back(n);
+  return "";
+}
+
+static std::string ruleTake(const std::vector<TensorType>& in, AttrMap&, TensorType& out) {
+  if (in[0].rank() == 0) return "take needs a table of rank >= 1, got " + ty(in[0]);
+  if (in[1].dtype != DType::I32) return "take needs i32 indices, got " + ty(in[1]);
+  out.dtype = in[0].dtype;
+  out.shape = in[1].shape;
+  out.shape.insert(out.shape.end(), in[0].shape.begin() + 1, in[0].shape.end());
+  return "";
+}
+
+static std::string ruleRandom(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  if (in[0].dtype != DType::I32 || in[0].rank() != 0)
+    return "random_uniform seed must be an i32 scalar, got " + ty(in[0]);
+  const auto& s = at.getInts("shape");
+  for (auto d : s)
+    if (d <= 0) return "random_uniform shape " + shapeStr(s) + " has a non-positive size";
+  out.dtype = DType::F32;
+  out.shape = s;
+  return "";
+}
+
+// ---------------------------------------------------------------- the table
+
+using K = OpKind;
+using C = OpClass;
+using A = ArgKind;
+
+static std::vector<OpInfo> makeTable() {
+  const ArgSpec X{"x", A::Tensor};
+  std::vector<OpInfo> t = {
+      // kind, mnemonic, builtin, class, surface args, type rule, differentiable
+      {K::Param, "param", nullptr, C::Source, {}, nullptr, true},
+      {K::Constant, "constant", nullptr, C::Source, {}, nullptr, false},
+      {K::Copy, "copy", nullptr, C::Unary, {X}, ruleSame, true},
+      {K::Neg, "neg", nullptr, C::Unary, {X}, ruleNumericUnary, true},
+      {K::Exp, "exp", "exp", C::Unary, {X}, rule_exp, true},
+      {K::Log, "log", "log", C::Unary, {X}, rule_log, true},
+      {K::Sqrt, "sqrt", "sqrt", C::Unary, {X}, rule_sqrt, true},
+      {K::Rsqrt, "rsqrt", "rsqrt", C::Unary, {X}, rule_rsqrt, true},
+      {K::Tanh, "tanh", "tanh", C::Unary, {X}, rule_tanh, true},
+      {K::Relu, "relu", "relu", C::Unary, {X}, ruleNumericUnary, true},
+      {K::Gelu, "gelu", "gelu", C::Unary, {X}, rule_gelu, true},
+      {K::Sigmoid, "sigmoid", "sigmoid", C::Unary, {X}, rule_sigmoid, true},
+      {K::Abs, "abs", "abs", C::Unary, {X}, ruleNumericUnary, true},
+      {K::Not, "not", nullptr, C::Unary, {X}, ruleNot, false},
+      {K::Cast, "cast", "cast", C::Unary, {X, {"dtype", A::DTypeArg}}, ruleCast, true},
+      {K::Add, "add", nullptr, C::Binary, {}, ruleArith, true},
+      {K::Sub, "sub", nullptr, C::Binary, {}, ruleArith, true},
+      {K::Mul, "mul", nullptr, C::Binary, {}, ruleArith, true},
+      {K::Div, "div", nullptr, C::Binary, {}, ruleDiv, true},
+      {K::Pow, "pow", nullptr, C::Binary, {}, ruleArith, true},
+      {K::Mod, "mod", nullptr, C::Binary, {}, ruleArith, false},
+      {K::Maximum, "maximum", "maximum", C::Binary, {{"a", A::Tensor}, {"b", A::Tensor}}, ruleArith, true},
+      {K::Minimum, "minimum", "minimum", C::Binary, {{"a", A::Tensor}, {"b", A::Tensor}}, ruleArith, true},
+      {K::Eq, "eq", nullptr, C::Binary, {}, ruleCompare, false},
+      {K::Ne, "ne", nullptr, C::Binary, {}, ruleCompare, false},
+      {K::Lt, "lt", nullptr, C::Binary, {}, ruleCompare, false},
+      {K::Le, "le", nullptr, C::Binary, {}, ruleCompare, false},
+      {K::Gt, "gt", nullptr, C::Binary, {}, ruleCompare, false},
+      {K::Ge, "ge", nullptr, C::Binary, {}, ruleCompare, false},
+      {K::And, "and", nullptr, C::Binary, {}, ruleLogic, false},
+      {K::Or, "or", nullptr, C::Binary, {}, ruleLogic, false},
+      {K::Where, "where", "where", C::Ternary, {{"cond", A::Tensor}, {"a", A::Tensor}, {"b", A::Tensor}}, ruleWhere, true},
+      {K::MatMul, "matmul", "matmul", C::Contraction, {{"a", A::Tensor}, {"b", A::Tensor}}, ruleMatMul, true},
+      {K::Einsum, "einsum", "einsum", C::Contraction, {{"spec", A::String}, {"operands", A::Variadic}}, ruleEinsum, true},
+      {K::Sum, "sum", "sum", C::Reduction, {X, {"axis", A::Ints, std::nullopt, true}, {"keepdims", A::Bool, false}}, ruleReduce, true},
+      {K::Mean, "mean", "mean", C::Reduction, {X, {"axis", A::Ints, std::nullopt, true}, {"keepdims", A::Bool, false}}, ruleMean, true},
+      {K::Max, "max", "max", C::Reduction, {X, {"axis", A::Ints, std::nullopt, true}, {"keepdims", A::Bool, false}}, ruleReduce, true},
+      {K::Min, "min", "min", C::Reduction, {X, {"axis", A::Ints, std::nullopt, true}, {"keepdims", A::Bool, false}}, ruleReduce, true},
+      {K::ArgMax, "argmax", "argmax", C::Reduction, {X, {"axis", A::Int, int64_t(-1)}}, ruleArgMax, false},
+      {K::Softmax, "softmax", "softmax", C::Normalization, {X, {"axis", A::Int, int64_t(-1)}}, ruleSoftmax, true},
+      {K::LogSoftmax, "log_softmax", "log_softmax", C::Normalization, {X, {"axis", A::Int, int64_t(-1)}}, ruleSoftmax, true},
+      {K::LayerNorm, "layer_norm", "layer_norm", C::Normalization, {X, {"axis", A::Ints, std::vector<int64_t>{-1}}, {"eps", A::Float, 1e-5}}, ruleLayerNorm, true},
+      {K::CumSum, "cumsum", "cumsum", C::Normalization, {X, {"axis", A::Int}, {"exclusive", A::Bool, false}}, ruleCumSum, true},
+      {K::Reshape, "reshape", "reshape", C::DataMovement, {X, {"shape", A::Ints}}, ruleReshape, true},
+      {K::Transpose, "transpose", "transpose", C::DataMovement, {X, {"perm", A::Ints, std::nullopt, true}}, ruleTranspose, true},
+      {K::Concat, "concat", "concat", C::DataMovement, {{"xs", A::Tensors}, {"axis", A::Int, int64_t(0)}}, ruleConcat, true},
+      {K::Slice, "slice", "slice", C::DataMovement, {X, {"axis", A::Int}, {"start", A::Int}, {"end", A::Int}}, ruleSlice, true},
+      {K::Broadcast, "broadcast", "broadcast", C::DataMovement, {X, {"shape", A::Ints}}, ruleBroadcast, true},
+      {K::OneHot, "one_hot", "one_hot", C::DataMovement, {{"i", A::Tensor}, {"n", A::Int}}, ruleOneHot, false},
+      {K::Take, "take", "take", C::DataMovement, {{"table", A::Tensor}, {"idx", A::Tensor}}, ruleTake, true},
+      {K::RandomUniform, "random_uniform", "random_uniform", C::Source, {{"shape", A::Ints}, {"seed", A::Tensor}}, ruleRandom, false},
+  };
+  for (size_t i = 0; i < t.size(); ++i)
+    GSL_ASSERT((size_t)t[i].kind == i, std::string("op table out of order at ") + t[i].mnemonic);
+  return t;
+}
+
+const std::vector<OpInfo>& allOps() {
+  static const std::vector<OpInfo> table = makeTable();
+  return table;
+}
+
+const OpInfo& opInfo(OpKind k) { return allOps()[(size_t)k]; }
+const char* opName(OpKind k) { return opInfo(k).mnemonic; }
+
+const OpInfo* lookupMnemonic(std::string_view m) {
+  for (const auto& o : allOps())
+    if (m == o.mnemonic) return &o;
+  return nullptr;
+}
+
+const OpInfo* lookupBuiltin(std::string_view name) {
+  for (const auto& o : allOps())
+    if (o.builtin && name == o.builtin) return &o;
+  return nullptr;
+}
+
+std::string inferType(OpKind k, const std::vector<TensorType>& in, AttrMap& attrs, TensorType& out) {
+  const OpInfo& info = opInfo(k);
+  GSL_ASSERT(info.infer, std::string("op '") + info.mnemonic + "' has no type rule");
+  std::string e = info.infer(in, attrs, out);
+  if (e.empty() && !out.sizeFits())
+    return "result " + out.str() + " of " + info.mnemonic + " is too large (its byte size overflows 64 bits)";
+  return e;
+}
+
+}  // namespace gsl::ir

@@ -1,0 +1,29 @@
+// How a tensor's elements lie on a mesh: for each tensor dim, the mesh axes
+// that split it (major first; empty = not split). Mesh axes not named are
+// replicated. `partial` lists axes over which the value is an unreduced
+// partial sum (internal only: produced by contracting a split dim).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ir/Mesh.h"
+
+namespace gsl::ir {
+
+struct Sharding {
+  std::string mesh;
+  std::vector<std::vector<std::string>> dims;
+  std::vector<std::string> partial;
+
+  static Sharding replicated(const std::string& mesh, int rank);
+  bool isReplicated() const;
+  bool operator==(const Sharding& o) const {
+    return mesh == o.mesh && dims == o.dims && partial == o.partial;
+  }
+  bool operator!=(const Sharding& o) const { return !(*this == o); }
+  // "@shard(m, [data, _])", "@shard(m, [(data, model), _])", with
+  // " partial(model)" appended when partial is non-empty.
+  std::string str() const;
+};
+
+}  // namespace gsl::ir
