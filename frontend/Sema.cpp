@@ -115,7 +115,12 @@ class Sema {
     std::vector<std::optional<Sharding>> argShardings, resultShardings;
     std::unique_ptr<Function> owned;
     Function* fn = nullptr;
+    std::vector<std::string> shapeVars;  // non-empty: generic
   };
+  // Shape variables bound for the function being lowered (innermost last;
+  // only the innermost is visible, as a function sees only its own).
+  std::vector<std::map<std::string, int64_t>> shapeVars_{{}};
+  std::set<std::string> failedInstances_;
   std::map<std::string, FnInfo> fns_;
   std::vector<std::unique_ptr<Function>> thunks_;
 
@@ -290,6 +295,8 @@ class Sema {
       case ast::ExprKind::Int: return Num{true, e.ival, 0};
       case ast::ExprKind::Float: return Num{false, 0, e.fval};
       case ast::ExprKind::Name: {
+        if (auto sv = shapeVars_.back().find(e.text); sv != shapeVars_.back().end())
+          return Num{true, sv->second, 0};
         if (e.text == "NP") return Num{true, opts_.np, 0};
         auto it = consts_.find(e.text);
         if (it != consts_.end()) return Num{true, it->second, 0};
@@ -530,6 +537,8 @@ class Sema {
         return EV::tensor(arg);
       }
     }
+    if (auto sv = shapeVars_.back().find(e.text); sv != shapeVars_.back().end())
+      return EV::literal(Num{true, sv->second, 0});
     if (e.text == "NP") return EV::literal(Num{true, opts_.np, 0});
     if (auto it = consts_.find(e.text); it != consts_.end()) return EV::literal(Num{true, it->second, 0});
     if (const Param* p = mod_->findParam(e.text)) {
@@ -909,25 +918,43 @@ class Sema {
       unify(c, operands[1], operands[2], e.loc, ab);
       vals = {materialize(c, operands[0], DType::Bool, e.loc), ab[0], ab[1]};
     } else {
-      // A literal operand of an op on numbers is f32, except where the op
-      // takes integer indices.
+      // A literal operand takes its natural dtype (int -> i32, float -> f32),
+      // except for ops defined on f32 only, where it is f32 (exp(1) works).
+      static const std::set<OpKind> floatOnly = {
+          OpKind::Exp, OpKind::Log, OpKind::Sqrt, OpKind::Rsqrt, OpKind::Tanh, OpKind::Gelu,
+          OpKind::Sigmoid, OpKind::MatMul, OpKind::Einsum, OpKind::Mean, OpKind::Softmax,
+          OpKind::LogSoftmax, OpKind::LayerNorm};
       for (size_t i = 0; i < operands.size(); ++i) {
-        bool intSlot = op.kind == OpKind::OneHot || op.kind == OpKind::RandomUniform ||
-                       (op.kind == OpKind::Take && i == 1) || op.kind == OpKind::Cast;
-        DType dt = operands[i].kind == EV::Literal && operands[i].lit.isInt && intSlot ? DType::I32 : DType::F32;
+        DType dt = floatOnly.count(op.kind) ? DType::F32 : defaultDType(operands[i]);
         vals.push_back(materialize(c, operands[i], dt, operandLocs[i]));
       }
     }
     return emit(c, op.kind, vals, at, e.loc);
   }
 
-  // Computes (once) a function's argument and result types.
-  FnInfo& signature(const std::string& name) {
-    FnInfo& f = fns_[name];
-    if (f.state != 0 || f.sigOk) return f;
-    const ast::Decl& d = *f.decl;
+  // Shape variables of a function: names used as whole dims of its argument
+  // types that are not consts (`fn dense(x: f32[N, D], w: f32[D, H])`).
+  // A function with shape variables is generic: it is checked and lowered
+  // at each call, with the variables bound from the argument types.
+  std::vector<std::string> shapeVarsOf(const ast::Decl& d) {
+    std::vector<std::string> vars;
+    for (const auto& a : d.args)
+      for (const auto& dim : a.type->dims)
+        if (dim->kind == ast::ExprKind::Name && dim->text != "NP" && !globals_.count(dim->text) &&
+            std::find(vars.begin(), vars.end(), dim->text) == vars.end())
+          vars.push_back(dim->text);
+    return vars;
+  }
+
+  // Computes argument and result types and shardings of `d` into `f`
+  // (shape variables, if any, must be bound in shapeVars_.back()).
+  bool computeSignature(const ast::Decl& d, FnInfo& f) {
     bool ok = true;
     std::set<std::string> argNames;
+    f.argTypes.clear();
+    f.argShardings.clear();
+    f.resultTypes.clear();
+    f.resultShardings.clear();
     for (const auto& a : d.args) {
       if (!argNames.insert(a.name).second) {
         err(a.loc, "function '" + d.name + "' has two arguments named '" + a.name + "'");
@@ -960,14 +987,31 @@ class Sema {
       }
       f.resultShardings.push_back(s);
     }
-    f.sigOk = ok;
+    return ok;
+  }
+
+  // Computes (once) a non-generic function's signature.
+  FnInfo& signature(const std::string& name) {
+    FnInfo& f = fns_[name];
+    if (f.state != 0 || f.sigOk) return f;
+    f.shapeVars = shapeVarsOf(*f.decl);
+    if (!f.shapeVars.empty()) return f;
+    shapeVars_.emplace_back();
+    f.sigOk = computeSignature(*f.decl, f);
+    shapeVars_.pop_back();
     return f;
   }
 
   void lowerFnStandalone(const std::string& name) {
     FnInfo& f = signature(name);
     if (f.state != 0) return;
+    if (!f.shapeVars.empty()) {  // generic: checked and lowered at each call
+      f.state = 2;
+      f.ok = true;
+      return;
+    }
     f.state = 1;
+    shapeVars_.emplace_back();
     int before = diags_.errorCount();
     f.owned = std::make_unique<Function>();
     f.fn = f.owned.get();
@@ -989,6 +1033,7 @@ class Sema {
         f.fn->resultShardings = f.resultShardings;
       }
     }
+    shapeVars_.pop_back();
     f.ok = f.sigOk && diags_.errorCount() == before;
     if (!f.ok) f.fn = nullptr;
     f.state = 2;
@@ -1118,10 +1163,11 @@ class Sema {
     lowerFnStandalone(name);
     FnInfo& f = fns_[name];
     const ast::Decl& d = *f.decl;
-    std::string sig;
-    for (auto& a : d.args) sig += (sig.empty() ? "" : ", ") + a.name;
+    std::string argNames;
+    for (auto& a : d.args) argNames += (argNames.empty() ? "" : ", ") + a.name;
     std::vector<const ast::Expr*> slots, rest;
-    if (!bindArgs(c, e, d.args.size(), [&](size_t i) { return d.args[i].name; }, false, sig.empty() ? "no arguments" : sig,
+    if (!bindArgs(c, e, d.args.size(), [&](size_t i) { return d.args[i].name; }, false,
+                  argNames.empty() ? "no arguments" : argNames,
                   slots, rest))
       return {};
     bool ok = true;
@@ -1139,6 +1185,45 @@ class Sema {
       }
     }
     if (!ok || !f.ok) return {};
+    // A generic function: bind its shape variables from the argument types
+    // and compute this instance's signature.
+    FnInfo inst;
+    FnInfo* sig = &f;
+    std::map<std::string, int64_t> bound;
+    std::string key = name;
+    if (!f.shapeVars.empty()) {
+      for (size_t i = 0; i < d.args.size(); ++i) {
+        Value* v = materialize(c, vals[i], d.args[i].type->dtype, slots[i]->loc);
+        vals[i] = EV::tensor(v);
+        const auto& dims = d.args[i].type->dims;
+        if ((int)dims.size() != v->type.rank()) {
+          err(c, slots[i]->loc, "argument '" + d.args[i].name + "' of '" + name + "' must have rank " +
+                                    std::to_string(dims.size()) + ", got " + v->type.str());
+          return {};
+        }
+        for (size_t j = 0; j < dims.size(); ++j) {
+          if (dims[j]->kind != ast::ExprKind::Name ||
+              std::find(f.shapeVars.begin(), f.shapeVars.end(), dims[j]->text) == f.shapeVars.end())
+            continue;
+          int64_t actual = v->type.shape[j];
+          auto [it, fresh] = bound.emplace(dims[j]->text, actual);
+          if (!fresh && it->second != actual) {
+            err(c, slots[i]->loc, "argument '" + d.args[i].name + "' of '" + name + "' has type " + v->type.str() +
+                                      ", but shape variable " + dims[j]->text + " is " + std::to_string(it->second) +
+                                      " from an earlier argument");
+            return {};
+          }
+        }
+        key += "/" + v->type.str();
+      }
+      shapeVars_.push_back(bound);
+      bool sigOk = computeSignature(d, inst);
+      shapeVars_.pop_back();
+      if (!sigOk) return {};
+      sig = &inst;
+    } else {
+      bound.clear();
+    }
     Ctx inner;
     inner.fn = c.fn;
     inner.host = false;
@@ -1147,24 +1232,39 @@ class Sema {
     inner.callStack.push_back(name);
     inner.scopes.emplace_back();
     for (size_t i = 0; i < d.args.size(); ++i) {
-      Value* v = materialize(c, vals[i], f.argTypes[i].dtype, slots[i]->loc);
-      if (v->type != f.argTypes[i]) {
-        err(c, slots[i]->loc, "argument '" + d.args[i].name + "' of '" + name + "' must be " + f.argTypes[i].str() +
+      Value* v = materialize(c, vals[i], sig->argTypes[i].dtype, slots[i]->loc);
+      if (v->type != sig->argTypes[i]) {
+        err(c, slots[i]->loc, "argument '" + d.args[i].name + "' of '" + name + "' must be " + sig->argTypes[i].str() +
                                   ", got " + v->type.str());
         ok = false;
         continue;
       }
-      if (f.argShardings[i]) v = constrain(c, v, *f.argShardings[i], slots[i]->loc);
+      if (sig->argShardings[i]) v = constrain(c, v, *sig->argShardings[i], slots[i]->loc);
       inner.scopes.back()[d.args[i].name] = EV::tensor(v);
     }
     if (!ok) return {};
-    inner.mute = 1;  // the body was checked when `name` was lowered on its own
+    // A non-generic body was checked when `name` was lowered on its own; a
+    // generic one is checked here, once per distinct instance.
+    bool generic = !f.shapeVars.empty();
+    inner.mute = (!generic || failedInstances_.count(key)) ? 1 : 0;
+    int before = diags_.errorCount();
+    shapeVars_.push_back(bound);
     std::vector<Value*> results;
-    bool bodyOk = lowerFnBody(inner, d, f, results);
-    GSL_ASSERT(bodyOk, "inlining '" + name + "' failed after it was checked");
+    bool bodyOk = lowerFnBody(inner, d, *sig, results);
+    shapeVars_.pop_back();
+    if (!bodyOk) {
+      GSL_ASSERT(generic, "inlining '" + name + "' failed after it was checked");
+      if (diags_.errorCount() > before) {
+        std::string vars;
+        for (auto& [k, v] : bound) vars += (vars.empty() ? "" : ", ") + k + " = " + std::to_string(v);
+        if (!c.mute) diags_.note(e.loc, "in this call of '" + name + "' (" + vars + ")");
+      }
+      failedInstances_.insert(key);
+      return {};
+    }
     for (auto& [k, v] : inner.paramVals) c.paramVals[k] = v;
     for (size_t i = 0; i < results.size(); ++i)
-      if (f.resultShardings[i]) results[i] = constrain(c, results[i], *f.resultShardings[i], e.loc);
+      if (sig->resultShardings[i]) results[i] = constrain(c, results[i], *sig->resultShardings[i], e.loc);
     if (results.size() == 1) return EV::tensor(results[0]);
     EV t;
     t.kind = EV::Tuple;

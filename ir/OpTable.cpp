@@ -317,7 +317,8 @@ static std::string ruleReshape(const std::vector<TensorType>& in, AttrMap& at, T
     } else if (s[i] <= 0) {
       return "reshape target " + shapeStr(s) + " has a non-positive size";
     } else {
-      known *= s[i];
+      if (__builtin_mul_overflow(known, s[i], &known))
+        return "reshape target " + shapeStr(s) + " is too large (its element count overflows 64 bits)";
     }
   }
   int64_t n = in[0].numElements();
@@ -373,7 +374,8 @@ static std::string ruleConcat(const std::vector<TensorType>& in, AttrMap& at, Te
       if (d != ax && in[i].shape[d] != in[0].shape[d])
         return "concat operands " + ty(in[0]) + " and " + ty(in[i]) + " differ in dim " +
                std::to_string(d) + " (only the concat axis " + std::to_string(ax) + " may differ)";
-    out.shape[ax] += in[i].shape[ax];
+    if (__builtin_add_overflow(out.shape[ax], in[i].shape[ax], &out.shape[ax]))
+      return "concat result is too large (dim " + std::to_string(ax) + " overflows 64 bits)";
   }
   return "";
 }

@@ -6,7 +6,7 @@
 //   func @mlp(%0: f32[32, 64] @shard(m, [data, _])) -> (f32[32, 64]) {
 //     %1 = param {name = "w1"} : f32[64, 256] @shard(m, [_, model])
 //     %2 = matmul %0, %1 : f32[32, 256]
-//     %3 = sum %2 {axes = [0, 1], keepdims = false} : f32
+//     %3 = sum %2 {axis = [0, 1], keepdims = false} : f32
 //     return %3
 //   }
 //
