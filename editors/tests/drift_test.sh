@@ -92,9 +92,9 @@ if command -v vim >/dev/null 2>&1 && vim --version | grep -q '+syntax'; then
   res="$work/drift_vim.txt"
   rm -f "$res"
   timeout 120 vim -Nu NONE -i NONE -n -es \
-    -c "set rtp^=$root/editors/vim" -c 'filetype plugin indent on' -c 'syntax on' \
+    -c "let &rtp = '$root/editors/vim,' . &rtp" -c 'filetype plugin indent on' -c 'syntax on' \
     -c "let g:gsl_test_out = '$res'" \
-    -c "source $root/editors/vim/tests/check_syntax.vim" \
+    -c "execute 'source' fnameescape('$root/editors/vim/tests/check_syntax.vim')" \
     -c "call GslRunSyntax(['$file'])" </dev/null >/dev/null 2>&1
   vim_rc=$?
   if [ -f "$res" ]; then
@@ -110,7 +110,7 @@ fi
 
 # ---------------------------------------------------------------- TextMate
 tm_rc=77
-if "$root/editors/vscode/ensure_node_modules.sh"; then
+if "$root/editors/vscode/ensure_node_modules.sh" --check-only; then
   node "$here/drift_tm.js" "$file" "$manifest"
   tm_rc=$?
 else

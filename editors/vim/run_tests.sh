@@ -17,17 +17,17 @@ fi
 
 res="$work/vim_test_result.txt"
 rm -f "$res"
-tests=$(printf '"%s",' "$here"/tests/*.gsl)
-samples=$(printf '"%s",' "$root"/editors/samples/*.gsl)
+tests=$(printf "'%s'," "$here"/tests/*.gsl)
+samples=$(printf "'%s'," "$root"/editors/samples/*.gsl)
 timeout 120 vim -Nu NONE -i NONE -n -es \
-  -c "set rtp^=$here" -c 'filetype plugin indent on' -c 'syntax on' \
+  -c "let &rtp = '$here,' . &rtp" -c 'filetype plugin indent on' -c 'syntax on' \
   -c "let g:gsl_test_out = '$res'" \
-  -c "source $here/tests/check_syntax.vim" \
+  -c "execute 'source' fnameescape('$here/tests/check_syntax.vim')" \
   -c "call GslRunSuite([${tests%,}], [${samples%,}])" </dev/null >/dev/null 2>&1
 rc=$?
 if [ ! -f "$res" ]; then
   echo "FAIL: vim exited ($rc) without a report: an error in the Vim scripts?"
-  echo "  try: vim -Nu NONE -c 'set rtp^=$here' -c 'syntax on' $here/tests/keywords.gsl"
+  echo "  try: vim -Nu NONE -c 'set rtp^=$here' -c 'syntax on' -c 'filetype on' $here/tests/keywords.gsl"
   exit 1
 fi
 cat "$res"

@@ -6,6 +6,7 @@ set -u
 dir=$(cd "$(dirname "$0")" && pwd)
 "$dir/ensure_node_modules.sh" || exit $?
 cd "$dir" || exit 1
+node check_manifest.js || exit 1
 n=$(cat tests/*.gsl | grep -Ec '^#[[:space:]]*(\^+|<-+)[[:space:]]')
 echo "vscode-tmgrammar-test: $(ls tests/*.gsl | wc -l) files, $n assertion lines"
 exec node_modules/.bin/vscode-tmgrammar-test --compact \
