@@ -21,24 +21,20 @@ namespace {
 
 class InterpreterEngine : public Engine {
  public:
-  InterpreterEngine(const ParamStore& p, uint64_t seed) : params_(p) {
-    ctx_.seed = seed;
-    ctx_.param = [this](const std::string& n) -> const Tensor& { return params_.get(n); };
-  }
+  explicit InterpreterEngine(const KernelContext& ctx) : ctx_(ctx) {}
   const char* name() const override { return "interp"; }
   std::vector<Tensor> call(const ir::Function& f, const std::vector<Tensor>& args) override {
     return interpret(f, args, ctx_);
   }
 
  private:
-  const ParamStore& params_;
   KernelContext ctx_;
 };
 
 }  // namespace
 
-std::unique_ptr<Engine> makeInterpreterEngine(const ParamStore& params, uint64_t seed) {
-  return std::make_unique<InterpreterEngine>(params, seed);
+std::unique_ptr<Engine> makeInterpreterEngine(const KernelContext& ctx) {
+  return std::make_unique<InterpreterEngine>(ctx);
 }
 
 }  // namespace gsl::backend

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/Kernels.h"
 #include "backend/Tensor.h"
 #include "ir/Module.h"
 #include "support/SourceLoc.h"
@@ -21,13 +22,6 @@ struct ParamStore {
   const Tensor& get(const std::string& name) const;
 };
 
-// A run-time failure of user code (an index out of range, ...), located at
-// the op that failed.
-struct RuntimeError : std::runtime_error {
-  SourceLoc loc;
-  RuntimeError(SourceLoc l, const std::string& m) : std::runtime_error(m), loc(l) {}
-};
-
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -36,7 +30,7 @@ class Engine {
   virtual std::vector<Tensor> call(const ir::Function& f, const std::vector<Tensor>& args) = 0;
 };
 
-// The reference interpreter engine (`--engine interp`).
-std::unique_ptr<Engine> makeInterpreterEngine(const ParamStore& params, uint64_t seed);
+// The reference interpreter engine (`--engine interp`) for one rank.
+std::unique_ptr<Engine> makeInterpreterEngine(const KernelContext& ctx);
 
 }  // namespace gsl::backend

@@ -41,7 +41,16 @@ std::vector<Tensor> interpret(const ir::Function& f, const std::vector<Tensor>& 
                                       " is used before it is defined (or after it was freed)");
       in.push_back(it->second);
     }
-    Tensor out = evalOp(op, in, ctx);
+    Tensor out;
+    try {
+      out = evalOp(op, in, ctx);
+    } catch (const CommError&) {
+      throw;
+    } catch (const RuntimeError&) {
+      throw;
+    } catch (const std::runtime_error& e) {
+      throw RuntimeError(op.loc, e.what());
+    }
     GSL_ASSERT(out.type() == op.result->type, std::string("interpret: ") + op.info().mnemonic +
                                                   " produced " + out.type().str() + ", expected " +
                                                   op.result->type.str());

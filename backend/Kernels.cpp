@@ -33,6 +33,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "backend/Engine.h"
 #include "backend/Random.h"
 #include "support/Diagnostics.h"
 
@@ -687,7 +688,9 @@ Tensor oneHot(const Tensor& idx, int64_t n, const TensorType& rt) {
   return out;
 }
 
-Tensor take(const Tensor& table, const Tensor& idx, const TensorType& rt) {
+// An out-of-range index is a user error: RuntimeError (a std::runtime_error)
+// at the op's source location, which the host reports as a diagnostic.
+Tensor take(const Tensor& table, const Tensor& idx, const TensorType& rt, SourceLoc loc) {
   Tensor out(rt);
   const int64_t rows = table.shape()[0];
   const int64_t row = rows ? table.size() / rows : 0;
@@ -696,7 +699,7 @@ Tensor take(const Tensor& table, const Tensor& idx, const TensorType& rt) {
   int32_t* dst = words(out);
   for (int64_t i = 0; i < idx.size(); ++i) {
     if (ix[i] < 0 || ix[i] >= rows)
-      throw std::runtime_error("take: index " + std::to_string(ix[i]) +
+      throw RuntimeError(loc, "take: index " + std::to_string(ix[i]) +
                                " is out of range for a table of " + std::to_string(rows) + " rows");
     std::memcpy(dst + i * row, src + ix[i] * row, (size_t)row * 4);
   }
@@ -745,6 +748,7 @@ Tensor evalOp(const ir::Op& op, const std::vector<Tensor>& in, const KernelConte
   const ir::AttrMap& at = op.attrs;
   GSL_ASSERT(in.size() == op.operands.size(),
              std::string("evalOp: ") + op.info().mnemonic + " got the wrong number of inputs");
+  if (op.info().cls == ir::OpClass::Collective) return evalCollective(op, in[0], ctx);
   auto need = [&](size_t n) {
     GSL_ASSERT(in.size() == n, std::string("evalOp: ") + op.info().mnemonic + " expects " +
                                    std::to_string(n) + " operands");
@@ -796,7 +800,7 @@ Tensor evalOp(const ir::Op& op, const std::vector<Tensor>& in, const KernelConte
     case OpKind::Slice: need(1); return slice(in[0], at.getInt("axis"), at.getInt("start"), rt);
     case OpKind::Broadcast: need(1); return broadcastTo(in[0], rt);
     case OpKind::OneHot: need(1); return oneHot(in[0], at.getInt("n"), rt);
-    case OpKind::Take: need(2); return take(in[0], in[1], rt);
+    case OpKind::Take: need(2); return take(in[0], in[1], rt, op.loc);
   }
   GSL_ASSERT(false, std::string("evalOp: unsupported op ") + op.info().mnemonic);
   return {};

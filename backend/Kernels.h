@@ -4,19 +4,43 @@
 // contractions use Eigen's matrix product.
 #pragma once
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "backend/Communicator.h"
 #include "backend/Tensor.h"
+#include "ir/Mesh.h"
 #include "ir/Op.h"
 
 namespace gsl::backend {
+
+// A run-time failure of user code (an index out of range, ...), located at
+// the op that failed. Kernels throw std::runtime_error; the engines rethrow
+// it as RuntimeError with the op's location.
+struct RuntimeError : std::runtime_error {
+  SourceLoc loc;
+  RuntimeError(SourceLoc l, const std::string& m) : std::runtime_error(m), loc(l) {}
+};
 
 struct KernelContext {
   uint64_t seed = 0;  // global --seed (random_uniform)
   // Returns the current value of a param by name (the `param` op).
   std::function<const Tensor&(const std::string&)> param;
+  // Per-rank programs (SPMD): this rank, the communicator and the meshes
+  // named by collective ops. Unused by global (single-device) programs.
+  int rank = 0;
+  Communicator* comm = nullptr;
+  std::function<const ir::Mesh&(const std::string&)> mesh;
 };
+
+// The world ranks of the group of `rank` over mesh axes `axes` (mesh axis
+// indices, major first), in member order, and rank's index in it.
+std::vector<int> collectiveGroup(const ir::Mesh& m, const std::vector<int64_t>& axes, int rank, int* index);
+
+// Evaluates a collective op (all_reduce, all_gather, reduce_scatter,
+// all_to_all, collective_permute, shard_slice) on this rank's block.
+Tensor evalCollective(const ir::Op& op, const Tensor& in, const KernelContext& ctx);
 
 // Evaluates `op` on `in` (its operands' values, in order).
 Tensor evalOp(const ir::Op& op, const std::vector<Tensor>& in, const KernelContext& ctx);

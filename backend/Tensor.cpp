@@ -1,6 +1,7 @@
 #include "backend/Tensor.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <functional>
 
@@ -74,6 +75,7 @@ std::vector<int64_t> Tensor::strides() const {
 }
 
 std::string formatF32(float v) {
+  if (std::isnan(v)) return "nan";  // as NumPy, whatever the sign bit (glibc's log(-1) is -nan)
   char buf[64];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
   std::string s(buf, r.ptr);

@@ -4,7 +4,9 @@
 #include <GSLParser.h>
 #include <antlr4-runtime.h>
 
+#include <algorithm>
 #include <regex>
+#include <set>
 
 namespace gsl::frontend {
 
@@ -13,17 +15,30 @@ using antlr4::Token;
 
 namespace {
 
-// Turns ANTLR's messages into user-facing ones and keeps only the first.
+// Turns ANTLR's messages into user-facing ones and keeps only the first
+// (parseProgram reports it, or a bracket mismatch that explains it better).
 class ErrorListener : public antlr4::BaseErrorListener {
  public:
-  ErrorListener(Diagnostics& d, int file) : diags_(d), file_(file) {}
+  explicit ErrorListener(int file) : file_(file) {}
   bool failed = false;
+  SourceLoc loc;
+  std::string message;
+  antlr4::TokenStream* tokens = nullptr;  // for the token before the offending one
 
   void syntaxError(antlr4::Recognizer*, Token* tok, size_t line, size_t col, const std::string& msg,
                    std::exception_ptr) override {
     if (failed) return;
     failed = true;
-    diags_.error({file_, (int)line, (int)col + 1}, friendly(msg, tok));
+    loc = {file_, (int)line, (int)col + 1};
+    message = friendly(msg, tok);
+    // A keyword where a name belongs: `let for = x`.
+    if (tok && isKeyword(tok->getText()) && tokens && tok->getTokenIndex() != (size_t)-1 &&
+        tok->getTokenIndex() > 0) {
+      static const std::set<std::string> binders = {"let", "const", "mesh", "param", "fn", "for"};
+      std::string prev = tokens->get(tok->getTokenIndex() - 1)->getText();
+      if (binders.count(prev) || message.find("expected a name") != std::string::npos)
+        message = "'" + tok->getText() + "' is a keyword and cannot be used as a name";
+    }
   }
 
  private:
@@ -53,6 +68,9 @@ class ErrorListener : public antlr4::BaseErrorListener {
       cur += c;
     }
     if (!cur.empty()) items.push_back(cur);
+    if (std::find(items.begin(), items.end(), "'import'") != items.end() &&
+        std::find(items.begin(), items.end(), "'fn'") != items.end())
+      return "a declaration (import, const, mesh, param or fn)";
     if (items.empty() || items.size() > 4) return "";
     std::string r;
     for (size_t i = 0; i < items.size(); ++i) {
@@ -60,6 +78,15 @@ class ErrorListener : public antlr4::BaseErrorListener {
       r += tokenName(items[i]);
     }
     return r;
+  }
+  // A reserved word: spelled like a name but lexed as a keyword or dtype.
+  static bool isKeyword(const std::string& t) {
+    static const std::regex word("[a-zA-Z_][a-zA-Z_0-9]*");
+    if (!std::regex_match(t, word)) return false;
+    antlr4::ANTLRInputStream in(t);
+    GSLLexer lex(&in);
+    lex.removeErrorListeners();
+    return lex.nextToken()->getType() != GSLLexer::ID;
   }
   static std::string what(Token* tok) {
     if (!tok || tok->getType() == Token::EOF) return "end of file";
@@ -78,9 +105,35 @@ class ErrorListener : public antlr4::BaseErrorListener {
     if (msg.rfind("token recognition error", 0) == 0) return "unexpected character";
     return "unexpected " + what(tok);
   }
-  Diagnostics& diags_;
   int file_;
 };
+
+// The first bracket that is closed by the wrong kind of bracket, or never
+// closed. A missing ')' makes ANTLR complain about whatever token follows
+// (often far away); this says which bracket is open.
+struct BracketProblem {
+  Token* open = nullptr;   // the unmatched opening bracket (null: none)
+  Token* close = nullptr;  // the wrong closing bracket; null: end of file
+};
+
+BracketProblem findBracketProblem(antlr4::CommonTokenStream& tokens) {
+  std::vector<Token*> stack;
+  for (Token* t : tokens.getTokens()) {
+    const std::string s = t->getType() == Token::EOF ? "" : t->getText();
+    if (s == "(" || s == "[" || s == "{") {
+      stack.push_back(t);
+    } else if (s == ")" || s == "]" || s == "}") {
+      if (stack.empty()) return {};  // a stray closer: the parser's message says it
+      const std::string o = stack.back()->getText();
+      if ((o == "(" && s != ")") || (o == "[" && s != "]") || (o == "{" && s != "}")) return {stack.back(), t};
+      stack.pop_back();
+    }
+  }
+  if (!stack.empty()) return {stack.back(), nullptr};
+  return {};
+}
+
+std::string closerOf(const std::string& open) { return open == "(" ? ")" : open == "[" ? "]" : "}"; }
 
 // Parse tree -> AST.
 class Builder {
@@ -452,7 +505,7 @@ bool checkBracketDepth(const std::string& text, int file, Diagnostics& diags) {
         if (depth > 0) --depth;
       }
     }
-    ++col;
+    if (((unsigned char)c & 0xC0) != 0x80) ++col;  // columns count characters, as ANTLR's do
   }
   return true;
 }
@@ -464,7 +517,7 @@ std::unique_ptr<ast::Program> parseProgram(const SourceManager& sm, int file, Di
   if (!checkBracketDepth(text, file, diags)) return nullptr;
   antlr4::ANTLRInputStream input(text);
   GSLLexer lexer(&input);
-  ErrorListener listener(diags, file);
+  ErrorListener listener(file);
   lexer.removeErrorListeners();
   lexer.addErrorListener(&listener);
   antlr4::CommonTokenStream tokens(&lexer);
@@ -479,12 +532,34 @@ std::unique_ptr<ast::Program> parseProgram(const SourceManager& sm, int file, Di
       return nullptr;
     }
   }
-  if (listener.failed) return nullptr;
+  if (listener.failed) {
+    diags.error(listener.loc, listener.message);
+    return nullptr;
+  }
+  listener.tokens = &tokens;
   GSLParser parser(&tokens);
   parser.removeErrorListeners();
   parser.addErrorListener(&listener);
   auto* tree = parser.program();
-  if (listener.failed) return nullptr;
+  if (listener.failed) {
+    // An unbalanced bracket explains a syntax error at or after it better
+    // than ANTLR's message about the token where parsing got stuck.
+    BracketProblem b = findBracketProblem(tokens);
+    auto at = [&](Token* t) { return SourceLoc{file, (int)t->getLine(), (int)t->getCharPositionInLine() + 1}; };
+    auto before = [](SourceLoc x, SourceLoc y) { return x.line < y.line || (x.line == y.line && x.col < y.col); };
+    if (b.open && !before(listener.loc, at(b.open))) {
+      std::string o = b.open->getText();
+      if (b.close) {
+        diags.error(at(b.close), "expected '" + closerOf(o) + "' before '" + b.close->getText() + "'");
+        diags.note(at(b.open), "to match this '" + o + "'");
+      } else {
+        diags.error(at(b.open), "'" + o + "' is not closed (expected '" + closerOf(o) + "' before the end of the file)");
+      }
+    } else {
+      diags.error(listener.loc, listener.message);
+    }
+    return nullptr;
+  }
   Builder b(file, diags);
   auto prog = b.program(tree);
   if (b.tooDeep) return nullptr;

@@ -43,8 +43,10 @@ size_t editDistance(const std::string& a, const std::string& b) {
 }
 
 std::string suggest(const std::string& name, const std::vector<std::string>& candidates) {
+  // At most one edit per three characters (as clang's typo correction), so
+  // a one-letter name is not "corrected" to an unrelated two-letter one.
   std::string best;
-  size_t bestD = std::max<size_t>(2, name.size() / 3) + 1;
+  size_t bestD = std::max<size_t>(1, (name.size() + 2) / 3) + 1;
   for (const auto& c : candidates) {
     size_t d = editDistance(name, c);
     if (d < bestD) {
@@ -53,6 +55,14 @@ std::string suggest(const std::string& name, const std::vector<std::string>& can
     }
   }
   return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
+// Where an expression starts: a binary expression's own location is its
+// operator, but an error about the whole value belongs at its first token.
+SourceLoc startLoc(const ast::Expr& e) {
+  if ((e.kind == ast::ExprKind::Binary || e.kind == ast::ExprKind::Annot) && !e.elems.empty())
+    return startLoc(*e.elems[0]);
+  return e.loc;
 }
 
 const std::set<std::string> kHostBuiltins = {"print", "save", "exists", "load"};
@@ -78,7 +88,7 @@ class Sema {
       }
     }
     for (const ast::Decl* d : decls)
-      if (d->kind == ast::DeclKind::Fn && d->name != "main") lowerFnStandalone(d->name);
+      if (d->kind == ast::DeclKind::Fn && d->name != "main" && fns_[d->name].decl == d) lowerFnStandalone(d->name);
     for (const ast::Decl* d : decls)
       if (d->kind == ast::DeclKind::Fn && d->name == "main" && fns_[d->name].decl == d) lowerMain(*d);
     // Functions in declaration order, then the host thunks.
@@ -179,8 +189,17 @@ class Sema {
     }
   }
 
+  // False for a declaration that lost to an earlier one of the same name
+  // (already reported by registerNames): only the first one counts.
+  bool isRegistered(const ast::Decl& d) {
+    auto it = globals_.find(d.name);
+    if (it == globals_.end()) return false;
+    const SourceLoc& l = it->second.loc;
+    return l.file == d.loc.file && l.line == d.loc.line && l.col == d.loc.col;
+  }
+
   void declConst(const ast::Decl& d) {
-    if (globals_[d.name].loc.line != d.loc.line || globals_[d.name].loc.file != d.loc.file) return;
+    if (!isRegistered(d)) return;
     if (auto it = opts_.defines.find(d.name); it != opts_.defines.end()) {
       consts_[d.name] = it->second;
       return;
@@ -189,6 +208,7 @@ class Sema {
   }
 
   void declMesh(const ast::Decl& d) {
+    if (!isRegistered(d)) return;
     Mesh m;
     m.name = d.name;
     bool ok = true;
@@ -200,7 +220,7 @@ class Sema {
         continue;
       }
       if (*size < 1) {
-        err(a.size->loc, "mesh axis '" + a.name + "' has size " + std::to_string(*size) + "; sizes must be at least 1");
+        err(startLoc(*a.size), "mesh axis '" + a.name + "' has size " + std::to_string(*size) + "; sizes must be at least 1");
         ok = false;
       }
       if (!names.insert(a.name).second) {
@@ -227,6 +247,7 @@ class Sema {
   }
 
   void declParam(const ast::Decl& d) {
+    if (!isRegistered(d)) return;
     auto t = lowerType(*d.type);
     if (!t) return;
     Param p;
@@ -274,7 +295,7 @@ class Sema {
     if (init.kind == ParamInit::Normal) {
       init.a = vals[0];
       if (init.a < 0) {
-        err(e.args[0].value->loc, "normal's standard deviation must be >= 0");
+        err(startLoc(*e.args[0].value), "normal's standard deviation must be >= 0");
         return false;
       }
     }
@@ -352,6 +373,9 @@ class Sema {
           err(l, "division by zero in a constant expression");
           return std::nullopt;
         }
+        // Outside const expressions `/` is true division (f32) even when it
+        // divides evenly: 6 / 3 is 2.0, as i32 / i32 on tensors.
+        if (op == "/" && !exactDiv) return Num{false, 0, (double)a.i / (double)b.i};
         if (op == "/" && a.i % b.i != 0) {
           if (exactDiv) {
             err(l, std::to_string(a.i) + " / " + std::to_string(b.i) + " is not exact (const division must divide evenly)");
@@ -359,12 +383,24 @@ class Sema {
           }
           return Num{false, 0, (double)a.i / (double)b.i};
         }
-        if (op == "/") r = a.i / b.i;
-        else r = ((a.i % b.i) + b.i) % b.i;
+        if (b.i == -1) {  // INT64_MIN / -1 overflows (and traps in hardware)
+          if (op == "/") ovf = __builtin_sub_overflow(int64_t(0), a.i, &r);
+          else r = 0;
+        } else if (op == "/") {
+          r = a.i / b.i;
+        } else {  // Python's %: the result has the divisor's sign
+          r = a.i % b.i;
+          if (r != 0 && (r < 0) != (b.i < 0)) r += b.i;
+        }
       } else if (op == "**") {
         if (b.i < 0) return Num{false, 0, std::pow((double)a.i, (double)b.i)};
+        // Square and multiply: 1 ** 10**15 must not loop 10**15 times.
         r = 1;
-        for (int64_t k = 0; k < b.i && !ovf; ++k) ovf = __builtin_mul_overflow(r, a.i, &r);
+        int64_t base = a.i;
+        for (int64_t k = b.i; k > 0 && !ovf; k >>= 1) {
+          if (k & 1) ovf = __builtin_mul_overflow(r, base, &r);
+          if (k > 1 && !ovf) ovf = __builtin_mul_overflow(base, base, &base);
+        }
       } else {
         err(l, "operator '" + op + "' is not allowed in a constant expression");
         return std::nullopt;
@@ -393,7 +429,7 @@ class Sema {
     auto n = constEval(e);
     if (!n) return std::nullopt;
     if (!n->isInt) {
-      err(e.loc, what + " must be an integer");
+      err(startLoc(e), what + " must be an integer");
       return std::nullopt;
     }
     return n->i;
@@ -410,7 +446,7 @@ class Sema {
         continue;
       }
       if (*v <= 0) {
-        err(t.dims[i]->loc, "dimension " + std::to_string(i) + " of the type must be positive, got " + std::to_string(*v));
+        err(startLoc(*t.dims[i]), "dimension " + std::to_string(i) + " of the type must be positive, got " + std::to_string(*v));
         ok = false;
       }
       r.shape.push_back(*v);
@@ -479,7 +515,7 @@ class Sema {
     if (dt == DType::I32 && !e.lit.isInt) dt = DType::F32;
     if (dt == DType::I32 && (e.lit.i > std::numeric_limits<int32_t>::max() || e.lit.i < std::numeric_limits<int32_t>::min())) {
       err(c, l, "integer " + std::to_string(e.lit.i) + " does not fit in i32");
-      dt = DType::F32;
+      v = 0;  // stays i32: no second error about mismatched types
     }
     at.set("value", v);
     return c.fn->append(OpKind::Constant, {}, at, TensorType{dt, {}}, l)->result;
@@ -487,12 +523,18 @@ class Sema {
 
   DType defaultDType(const EV& e) { return e.lit.isInt ? DType::I32 : DType::F32; }
 
-  EV emit(Ctx& c, OpKind k, std::vector<Value*> operands, AttrMap at, SourceLoc l) {
+  // `attrLocs`: where a builtin call gave its static arguments. A type
+  // rule's message that starts with such an argument's name ("axis 2 is out
+  // of range ...") is about that argument, so it points there.
+  EV emit(Ctx& c, OpKind k, std::vector<Value*> operands, AttrMap at, SourceLoc l,
+          const std::map<std::string, SourceLoc>& attrLocs = {}) {
     std::vector<TensorType> in;
     for (Value* v : operands) in.push_back(v->type);
     TensorType out;
     std::string e = inferType(k, in, at, out);
     if (!e.empty()) {
+      for (const auto& [name, al] : attrLocs)
+        if (e.rfind(name + " ", 0) == 0) l = al;
       err(c, l, e);
       return {};
     }
@@ -575,12 +617,13 @@ class Sema {
 
   // Brings two operands to a common dtype: a weakly typed literal adopts the
   // other operand's dtype (as JAX's weak types / Python scalars in PyTorch).
-  bool unify(Ctx& c, EV& a, EV& b, SourceLoc l, std::vector<Value*>& out) {
+  // `la`, `lb`: where each operand is (a literal's errors point at it).
+  bool unify(Ctx& c, EV& a, EV& b, SourceLoc la, SourceLoc lb, std::vector<Value*>& out) {
     DType dt;
     if (a.kind == EV::Tensor) dt = a.v->type.dtype;
     else if (b.kind == EV::Tensor) dt = b.v->type.dtype;
     else dt = (a.lit.isInt && b.lit.isInt) ? DType::I32 : DType::F32;
-    out = {materialize(c, a, dt, l), materialize(c, b, dt, l)};
+    out = {materialize(c, a, dt, la), materialize(c, b, dt, lb)};
     return true;
   }
 
@@ -605,7 +648,7 @@ class Sema {
     if (k == OpKind::MatMul) {
       ops = {materialize(c, a, DType::F32, e.loc), materialize(c, b, DType::F32, e.loc)};
     } else {
-      unify(c, a, b, e.loc, ops);
+      unify(c, a, b, startLoc(*e.elems[0]), startLoc(*e.elems[1]), ops);
       if (k == OpKind::Div && ops[0]->type.dtype == DType::I32 && ops[1]->type.dtype == DType::I32) {
         // True division, as NumPy/JAX/PyTorch: i32 / i32 gives f32.
         AttrMap at;
@@ -692,7 +735,7 @@ class Sema {
       return {};
     }
     if (e.elems[0]->kind != ast::ExprKind::String) {
-      err(c, e.elems[0]->loc, "load's path must be a string literal");
+      err(c, startLoc(*e.elems[0]), "load's path must be a string literal");
       return {};
     }
     auto t = lowerType(*e.type);
@@ -787,7 +830,8 @@ class Sema {
         if (i == nparams) {
           std::vector<std::string> names;
           for (size_t j = 0; j < nparams; ++j) names.push_back(nameOf(j));
-          err(c, a.loc, call.text + " has no argument '" + a.keyword + "' (it takes " + sig + ")" + suggest(a.keyword, names));
+          std::string hint = suggest(a.keyword, names);
+          err(c, a.loc, call.text + " has no argument '" + a.keyword + "'" + (hint.empty() ? " (it takes " + sig + ")" : hint));
           return false;
         }
         if (slots[i]) {
@@ -807,6 +851,7 @@ class Sema {
                   argList(op), slots, rest))
       return {};
     AttrMap at;
+    std::map<std::string, SourceLoc> attrLocs;
     std::vector<EV> operands;
     std::vector<SourceLoc> operandLocs;
     bool ok = true;
@@ -816,7 +861,7 @@ class Sema {
       if (spec.kind == ArgKind::Variadic) {
         for (const ast::Expr* r : rest) {
           operands.push_back(lower(c, *r));
-          operandLocs.push_back(r->loc);
+          operandLocs.push_back(startLoc(*r));
         }
         if (rest.empty()) {
           err(c, e.loc, std::string(op.builtin) + " needs at least one tensor operand");
@@ -832,19 +877,20 @@ class Sema {
         }
         continue;
       }
+      if (spec.kind != ArgKind::Tensor && spec.kind != ArgKind::Tensors) attrLocs[spec.name] = startLoc(*x);
       switch (spec.kind) {
         case ArgKind::Tensor:
           operands.push_back(lower(c, *x));
-          operandLocs.push_back(x->loc);
+          operandLocs.push_back(startLoc(*x));
           break;
         case ArgKind::Tensors:
           if (x->kind != ast::ExprKind::List) {
-            err(c, x->loc, std::string(op.builtin) + "'s '" + spec.name + "' must be a list of tensors, as [a, b]");
+            err(c, startLoc(*x), std::string(op.builtin) + "'s '" + spec.name + "' must be a list of tensors, as [a, b]");
             return {};
           }
           for (const auto& el : x->elems) {
             operands.push_back(lower(c, *el));
-            operandLocs.push_back(el->loc);
+            operandLocs.push_back(startLoc(*el));
           }
           break;
         case ArgKind::Int: {
@@ -877,7 +923,7 @@ class Sema {
         }
         case ArgKind::Bool:
           if (x->kind != ast::ExprKind::Bool) {
-            err(c, x->loc, std::string(op.builtin) + "'s '" + spec.name + "' must be true or false");
+            err(c, startLoc(*x), std::string(op.builtin) + "'s '" + spec.name + "' must be true or false");
             ok = false;
           } else {
             at.set(spec.name, x->bval);
@@ -885,7 +931,7 @@ class Sema {
           break;
         case ArgKind::String:
           if (x->kind != ast::ExprKind::String) {
-            err(c, x->loc, std::string(op.builtin) + "'s '" + spec.name + "' must be a string literal");
+            err(c, startLoc(*x), std::string(op.builtin) + "'s '" + spec.name + "' must be a string literal");
             ok = false;
           } else {
             at.set(spec.name, x->text);
@@ -893,7 +939,7 @@ class Sema {
           break;
         case ArgKind::DTypeArg:
           if (x->kind != ast::ExprKind::DType) {
-            err(c, x->loc, std::string(op.builtin) + "'s '" + spec.name + "' must be a dtype (f32, i32 or bool)");
+            err(c, startLoc(*x), std::string(op.builtin) + "'s '" + spec.name + "' must be a dtype (f32, i32 or bool)");
             ok = false;
           } else {
             at.set(spec.name, x->dtype);
@@ -912,11 +958,11 @@ class Sema {
     if (!ok) return {};
     std::vector<Value*> vals;
     if (op.cls == OpClass::Binary) {
-      unify(c, operands[0], operands[1], e.loc, vals);
+      unify(c, operands[0], operands[1], operandLocs[0], operandLocs[1], vals);
     } else if (op.kind == OpKind::Where) {
       std::vector<Value*> ab;
-      unify(c, operands[1], operands[2], e.loc, ab);
-      vals = {materialize(c, operands[0], DType::Bool, e.loc), ab[0], ab[1]};
+      unify(c, operands[1], operands[2], operandLocs[1], operandLocs[2], ab);
+      vals = {materialize(c, operands[0], DType::Bool, operandLocs[0]), ab[0], ab[1]};
     } else {
       // A literal operand takes its natural dtype (int -> i32, float -> f32),
       // except for ops defined on f32 only, where it is f32 (exp(1) works).
@@ -929,7 +975,7 @@ class Sema {
         vals.push_back(materialize(c, operands[i], dt, operandLocs[i]));
       }
     }
-    return emit(c, op.kind, vals, at, e.loc);
+    return emit(c, op.kind, vals, at, e.loc, attrLocs);
   }
 
   // Shape variables of a function: names used as whole dims of its argument
@@ -1073,13 +1119,13 @@ class Sema {
               continue;
             }
             if (v.kind == EV::Tuple) {
-              err(c, s.exprs[k]->loc, "a function with several results cannot be returned as one value");
+              err(c, startLoc(*s.exprs[k]), "a function with several results cannot be returned as one value");
               ok = false;
               continue;
             }
-            Value* r = materialize(c, v, f.resultTypes[k].dtype, s.exprs[k]->loc);
+            Value* r = materialize(c, v, f.resultTypes[k].dtype, startLoc(*s.exprs[k]));
             if (r->type != f.resultTypes[k]) {
-              err(c, s.exprs[k]->loc, "function '" + d.name + "' is declared to return " + f.resultTypes[k].str() +
+              err(c, startLoc(*s.exprs[k]), "function '" + d.name + "' is declared to return " + f.resultTypes[k].str() +
                                           " but this value has type " + r->type.str());
               ok = false;
               continue;
@@ -1138,9 +1184,9 @@ class Sema {
     if (s.type) {
       auto t = lowerType(*s.type);
       if (!t) return false;
-      Value* x = materialize(c, v, t->dtype, s.exprs[0]->loc);
+      Value* x = materialize(c, v, t->dtype, startLoc(*s.exprs[0]));
       if (x->type != *t) {
-        err(c, s.exprs[0]->loc, "'" + s.names[0] + "' is declared as " + t->str() + " but its value has type " + x->type.str());
+        err(c, startLoc(*s.exprs[0]), "'" + s.names[0] + "' is declared as " + t->str() + " but its value has type " + x->type.str());
         c.scopes.back()[s.names[0]] = EV{};
         return false;
       }
@@ -1180,7 +1226,7 @@ class Sema {
       vals.push_back(lower(c, *slots[i]));
       if (!vals.back().ok()) ok = false;
       else if (vals.back().kind == EV::Tuple) {
-        err(c, slots[i]->loc, "a function with several results cannot be used as an argument");
+        err(c, startLoc(*slots[i]), "a function with several results cannot be used as an argument");
         ok = false;
       }
     }
@@ -1193,11 +1239,11 @@ class Sema {
     std::string key = name;
     if (!f.shapeVars.empty()) {
       for (size_t i = 0; i < d.args.size(); ++i) {
-        Value* v = materialize(c, vals[i], d.args[i].type->dtype, slots[i]->loc);
+        Value* v = materialize(c, vals[i], d.args[i].type->dtype, startLoc(*slots[i]));
         vals[i] = EV::tensor(v);
         const auto& dims = d.args[i].type->dims;
         if ((int)dims.size() != v->type.rank()) {
-          err(c, slots[i]->loc, "argument '" + d.args[i].name + "' of '" + name + "' must have rank " +
+          err(c, startLoc(*slots[i]), "argument '" + d.args[i].name + "' of '" + name + "' must have rank " +
                                     std::to_string(dims.size()) + ", got " + v->type.str());
           return {};
         }
@@ -1208,7 +1254,7 @@ class Sema {
           int64_t actual = v->type.shape[j];
           auto [it, fresh] = bound.emplace(dims[j]->text, actual);
           if (!fresh && it->second != actual) {
-            err(c, slots[i]->loc, "argument '" + d.args[i].name + "' of '" + name + "' has type " + v->type.str() +
+            err(c, startLoc(*slots[i]), "argument '" + d.args[i].name + "' of '" + name + "' has type " + v->type.str() +
                                       ", but shape variable " + dims[j]->text + " is " + std::to_string(it->second) +
                                       " from an earlier argument");
             return {};
@@ -1232,14 +1278,14 @@ class Sema {
     inner.callStack.push_back(name);
     inner.scopes.emplace_back();
     for (size_t i = 0; i < d.args.size(); ++i) {
-      Value* v = materialize(c, vals[i], sig->argTypes[i].dtype, slots[i]->loc);
+      Value* v = materialize(c, vals[i], sig->argTypes[i].dtype, startLoc(*slots[i]));
       if (v->type != sig->argTypes[i]) {
-        err(c, slots[i]->loc, "argument '" + d.args[i].name + "' of '" + name + "' must be " + sig->argTypes[i].str() +
+        err(c, startLoc(*slots[i]), "argument '" + d.args[i].name + "' of '" + name + "' must be " + sig->argTypes[i].str() +
                                   ", got " + v->type.str());
         ok = false;
         continue;
       }
-      if (sig->argShardings[i]) v = constrain(c, v, *sig->argShardings[i], slots[i]->loc);
+      if (sig->argShardings[i]) v = constrain(c, v, *sig->argShardings[i], startLoc(*slots[i]));
       inner.scopes.back()[d.args[i].name] = EV::tensor(v);
     }
     if (!ok) return {};
@@ -1297,7 +1343,7 @@ class Sema {
     }
     fn->resultShardings.assign(fn->results.size(), std::nullopt);
     t.fn = fn.get();
-    t.loc = e.loc;
+    t.loc = startLoc(e);
     thunks_.push_back(std::move(fn));
     return true;
   }
@@ -1348,7 +1394,7 @@ class Sema {
           return;
         }
         if (declared && res[0]->type != *declared) {
-          err(s.exprs[0]->loc, "'" + s.names[0] + "' is declared as " + declared->str() + " but its value has type " +
+          err(startLoc(*s.exprs[0]), "'" + s.names[0] + "' is declared as " + declared->str() + " but its value has type " +
                                    res[0]->type.str());
           return;
         }
@@ -1363,15 +1409,16 @@ class Sema {
           std::vector<std::string> names;
           for (auto& sc : hostScopes_)
             for (auto& [k, v] : sc) names.push_back(k);
-          err(s.nameLocs[0], "assignment to undeclared variable '" + s.names[0] + "' (declare it with let)" +
-                                 suggest(s.names[0], names));
+          std::string hint = suggest(s.names[0], names);
+          err(s.nameLocs[0], "assignment to undeclared variable '" + s.names[0] + "'" +
+                                 (hint.empty() ? " (declare it with let)" : hint));
           return;
         }
         TensorType want = *t;
         if (!makeThunk(*s.exprs[0], h.value, want.dtype)) return;
         const TensorType& got = h.value.fn->results[0]->type;
         if (got != want) {
-          err(s.exprs[0]->loc, "cannot assign a value of type " + got.str() + " to '" + s.names[0] + "', which has type " +
+          err(startLoc(*s.exprs[0]), "cannot assign a value of type " + got.str() + " to '" + s.names[0] + "', which has type " +
                                    want.str());
           return;
         }
@@ -1401,7 +1448,7 @@ class Sema {
         h.kind = HostStmt::If;
         bool ok = makeThunk(*s.exprs[0], h.cond);
         if (ok && h.cond.fn->results[0]->type != TensorType{DType::Bool, {}}) {
-          err(s.exprs[0]->loc, "the condition of if must be a bool scalar, got " + h.cond.fn->results[0]->type.str());
+          err(startLoc(*s.exprs[0]), "the condition of if must be a bool scalar, got " + h.cond.fn->results[0]->type.str());
           ok = false;
         }
         hostScopes_.emplace_back();
@@ -1444,7 +1491,7 @@ class Sema {
             return;
           }
           if (x.args[0].value->kind != ast::ExprKind::String) {
-            err(x.args[0].value->loc, "save's path must be a string literal");
+            err(startLoc(*x.args[0].value), "save's path must be a string literal");
             return;
           }
           h.path = x.args[0].value->text;

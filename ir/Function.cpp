@@ -1,5 +1,7 @@
 #include "ir/Function.h"
 
+#include <map>
+
 namespace gsl::ir {
 
 Value* Function::addArg(const TensorType& t) {
@@ -34,6 +36,30 @@ void Function::renumber() {
   for (Value* a : args) a->id = id++;
   for (auto& op : ops) op->result->id = id++;
   nextId_ = id;
+}
+
+std::unique_ptr<Function> Function::clone() const {
+  auto f = std::make_unique<Function>();
+  f->name = name;
+  f->loc = loc;
+  std::map<const Value*, Value*> map;
+  for (Value* a : args) {
+    Value* c = f->addArg(a->type);
+    c->sharding = a->sharding;
+    c->shardingLoc = a->shardingLoc;
+    map[a] = c;
+  }
+  for (const auto& op : ops) {
+    std::vector<Value*> operands;
+    for (Value* v : op->operands) operands.push_back(map.at(v));
+    Op* c = f->append(op->kind, operands, op->attrs, op->result->type, op->loc);
+    c->result->sharding = op->result->sharding;
+    c->result->shardingLoc = op->result->shardingLoc;
+    map[op->result] = c->result;
+  }
+  for (Value* r : results) f->results.push_back(map.at(r));
+  f->resultShardings = resultShardings;
+  return f;
 }
 
 }  // namespace gsl::ir

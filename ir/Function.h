@@ -25,6 +25,8 @@ struct Function {
              SourceLoc loc = {});
   // Renumbers values 0..N-1 in definition order (args first).
   void renumber();
+  // A deep copy (same ops, attrs, types and shardings; fresh values).
+  std::unique_ptr<Function> clone() const;
 
  private:
   std::vector<std::unique_ptr<Value>> values_;

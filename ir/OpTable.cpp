@@ -202,6 +202,7 @@ static std::string ruleEinsum(const std::vector<TensorType>& in, AttrMap& at, Te
   const std::string& spec = at.getString("spec");
   if (auto e = parseEinsum(spec, in.size(), es); !e.empty()) return e;
   std::map<char, int64_t> size;
+  std::map<char, size_t> firstOperand;  // where each label's size came from
   for (size_t i = 0; i < in.size(); ++i) {
     if (in[i].dtype != DType::F32) return "einsum needs f32 operands, got " + ty(in[i]);
     if ((int)es.inputs[i].size() != in[i].rank())
@@ -210,9 +211,14 @@ static std::string ruleEinsum(const std::vector<TensorType>& in, AttrMap& at, Te
     for (int d = 0; d < in[i].rank(); ++d) {
       char c = es.inputs[i][d];
       auto it = size.find(c);
-      if (it != size.end() && it->second != in[i].shape[d])
+      if (it != size.end() && it->second != in[i].shape[d]) {
+        size_t j = firstOperand[c];
         return std::string("einsum label '") + c + "' has size " + std::to_string(it->second) +
-               " and " + std::to_string(in[i].shape[d]) + " in \"" + spec + "\"";
+               " in operand " + std::to_string(j + 1) + " (" + ty(in[j]) + ") but " +
+               std::to_string(in[i].shape[d]) + " in operand " + std::to_string(i + 1) + " (" +
+               ty(in[i]) + ") of \"" + spec + "\"";
+      }
+      if (it == size.end()) firstOperand[c] = i;
       size[c] = in[i].shape[d];
     }
   }
@@ -439,6 +445,69 @@ static std::string ruleRandom(const std::vector<TensorType>& in, AttrMap& at, Te
   return "";
 }
 
+static std::string groupSize(AttrMap& at, int64_t& n) {
+  n = at.getInt("n");
+  if (n < 1) return "collective group size must be >= 1";
+  return "";
+}
+
+static std::string ruleAllReduce(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  if (!at.has("reduce")) at.set("reduce", std::string("sum"));
+  const std::string& r = at.getString("reduce");
+  if (r != "sum" && r != "max" && r != "min") return "all_reduce: unknown reduction '" + r + "'";
+  out = in[0];
+  return "";
+}
+
+static std::string ruleAllGather(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  int64_t n;
+  if (auto e = groupSize(at, n); !e.empty()) return e;
+  if (auto e = oneAxis(in[0], at, "dim"); !e.empty()) return e;
+  out = in[0];
+  out.shape[at.getInt("dim")] *= n;
+  return "";
+}
+
+static std::string ruleScatterLike(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  int64_t n;
+  if (auto e = groupSize(at, n); !e.empty()) return e;
+  if (auto e = oneAxis(in[0], at, "dim"); !e.empty()) return e;
+  int64_t d = at.getInt("dim");
+  if (in[0].shape[d] % n != 0)
+    return "dim " + std::to_string(d) + " of " + ty(in[0]) + " is not divisible by the group size " + std::to_string(n);
+  out = in[0];
+  out.shape[d] /= n;
+  return "";
+}
+
+static std::string ruleAllToAll(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  int64_t n;
+  if (auto e = groupSize(at, n); !e.empty()) return e;
+  if (auto e = oneAxis(in[0], at, "split_dim"); !e.empty()) return e;
+  if (auto e = oneAxis(in[0], at, "concat_dim"); !e.empty()) return e;
+  int64_t s = at.getInt("split_dim"), c = at.getInt("concat_dim");
+  if (in[0].shape[s] % n != 0)
+    return "all_to_all: dim " + std::to_string(s) + " of " + ty(in[0]) + " is not divisible by " + std::to_string(n);
+  out = in[0];
+  out.shape[s] /= n;
+  out.shape[c] *= n;
+  return "";
+}
+
+static std::string rulePermute(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  int64_t n;
+  if (auto e = groupSize(at, n); !e.empty()) return e;
+  const auto& p = at.getInts("perm");
+  std::vector<bool> seen(n, false);
+  if ((int64_t)p.size() != n) return "collective_permute: perm must have one entry per group member";
+  for (auto x : p) {
+    if (x < 0 || x >= n || seen[x]) return "collective_permute: perm is not a permutation";
+    seen[x] = true;
+  }
+  out = in[0];
+  return "";
+}
+
 // ---------------------------------------------------------------- the table
 
 using K = OpKind;
@@ -447,6 +516,7 @@ using A = ArgKind;
 
 static std::vector<OpInfo> makeTable() {
   const ArgSpec X{"x", A::Tensor};
+  const ArgSpec MESH{"mesh", A::String}, AXES{"axes", A::Ints}, N{"n", A::Int};
   std::vector<OpInfo> t = {
       // kind, mnemonic, builtin, class, surface args, type rule, differentiable
       {K::Param, "param", nullptr, C::Source, {}, nullptr, true},
@@ -500,6 +570,13 @@ static std::vector<OpInfo> makeTable() {
       {K::OneHot, "one_hot", "one_hot", C::DataMovement, {{"i", A::Tensor}, {"n", A::Int}}, ruleOneHot, false},
       {K::Take, "take", "take", C::DataMovement, {{"table", A::Tensor}, {"idx", A::Tensor}}, ruleTake, true},
       {K::RandomUniform, "random_uniform", "random_uniform", C::Source, {{"shape", A::Ints}, {"seed", A::Tensor}}, ruleRandom, false},
+      // Collectives: no surface builtin; the args list their IR attributes.
+      {K::AllReduce, "all_reduce", nullptr, C::Collective, {X, MESH, AXES, {"reduce", A::String, std::string("sum")}}, ruleAllReduce, true},
+      {K::AllGather, "all_gather", nullptr, C::Collective, {X, MESH, AXES, N, {"dim", A::Int}}, ruleAllGather, true},
+      {K::ReduceScatter, "reduce_scatter", nullptr, C::Collective, {X, MESH, AXES, N, {"dim", A::Int}}, ruleScatterLike, true},
+      {K::AllToAll, "all_to_all", nullptr, C::Collective, {X, MESH, AXES, N, {"split_dim", A::Int}, {"concat_dim", A::Int}}, ruleAllToAll, true},
+      {K::CollectivePermute, "collective_permute", nullptr, C::Collective, {X, MESH, AXES, N, {"perm", A::Ints}}, rulePermute, true},
+      {K::ShardSlice, "shard_slice", nullptr, C::Collective, {X, MESH, AXES, N, {"dim", A::Int}}, ruleScatterLike, true},
   };
   for (size_t i = 0; i < t.size(); ++i)
     GSL_ASSERT((size_t)t[i].kind == i, std::string("op table out of order at ") + t[i].mnemonic);

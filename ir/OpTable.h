@@ -36,7 +36,10 @@ namespace gsl::ir {
   X(LayerNorm, "layer_norm") X(CumSum, "cumsum")                            \
   X(Reshape, "reshape") X(Transpose, "transpose") X(Concat, "concat")       \
   X(Slice, "slice") X(Broadcast, "broadcast") X(OneHot, "one_hot")          \
-  X(Take, "take") X(RandomUniform, "random_uniform")
+  X(Take, "take") X(RandomUniform, "random_uniform")                        \
+  X(AllReduce, "all_reduce") X(AllGather, "all_gather")                     \
+  X(ReduceScatter, "reduce_scatter") X(AllToAll, "all_to_all")              \
+  X(CollectivePermute, "collective_permute") X(ShardSlice, "shard_slice")
 
 enum class OpKind {
 #define GSL_OP_ENUM(k, m) k,
@@ -53,7 +56,23 @@ enum class OpClass {
   Reduction,       // sum/mean/max/min over `axes`, argmax over `axis`
   Normalization,   // softmax, log_softmax, layer_norm, cumsum: shape-preserving along axes
   DataMovement,    // reshape, transpose, concat, slice, broadcast, one_hot, take
+  Collective,      // per-rank programs only: communication between ranks and
+                   // the rank-dependent local slice (see below)
 };
+
+// Collectives (only in the per-rank program made by the SPMD partitioner).
+// Common attrs: `mesh` (string) and `axes` (int list: mesh axis indices,
+// major first). The ranks that agree on every other mesh axis form a group;
+// a rank's index in its group is its coordinate along `axes` (row-major).
+// `n` is the group size (product of the axes' sizes), kept as an attr so the
+// type rules need no mesh.
+//   all_reduce {reduce = "sum"|"max"|"min"}: elementwise reduction over the group
+//   all_gather {dim}: concatenates the group's blocks along dim (dim * n)
+//   reduce_scatter {dim}: sums over the group, keeps block `index` of dim (dim / n)
+//   all_to_all {split_dim, concat_dim}: splits split_dim into n blocks, sends
+//       block j to group member j, concatenates what it receives along concat_dim
+//   collective_permute {perm}: group member i receives the block of member perm[i]
+//   shard_slice {dim}: keeps block `index` of dim (dim / n); no communication
 
 // Kinds of surface arguments of a builtin.
 enum class ArgKind {

@@ -190,7 +190,12 @@ std::string checkFunction(const Module& m, const Function& f) {
       const std::string& name = attrs.getString("name");
       const Param* p = m.findParam(name);
       if (!p) return where + what + ": names an undeclared param @" + name;
-      if (p->type != r->type)
+      // In a per-rank program the param op yields the rank's block.
+      TensorType block = p->type;
+      if (const Mesh* mesh = p->sharding ? m.findMesh(p->sharding->mesh) : nullptr)
+        for (size_t d = 0; d < block.shape.size() && d < p->sharding->dims.size(); ++d)
+          for (const auto& ax : p->sharding->dims[d]) block.shape[d] /= mesh->axisSize(ax);
+      if (p->type != r->type && block != r->type)
         return where + what + ": result type is " + r->type.str() + " but param @" + name + " is " +
                p->type.str();
     }
@@ -216,6 +221,8 @@ std::string checkFunction(const Module& m, const Function& f) {
 }
 
 }  // namespace
+
+std::string verifyFunction(const Module& m, const Function& f) { return checkFunction(m, f); }
 
 std::string verify(const Module& m) {
   if (m.np < 1) return "np is " + std::to_string(m.np) + " (must be >= 1)";

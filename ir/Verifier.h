@@ -13,6 +13,8 @@ namespace gsl::ir {
 
 // Returns "" if the module is well formed, else a description of the first problem.
 std::string verify(const Module& m);
+// The same checks for one function (a per-rank program outside the module).
+std::string verifyFunction(const Module& m, const Function& f);
 // Aborts with an internal error naming `after` if verify fails.
 void verifyOrDie(const Module& m, const char* after);
 

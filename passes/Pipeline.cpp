@@ -2,17 +2,36 @@
 
 #include "ir/Verifier.h"
 #include "passes/ShapeInference.h"
+#include "passes/ShardingPropagation.h"
+#include "passes/SpmdPartitioner.h"
 #include "support/Diagnostics.h"
 
 namespace gsl::passes {
 
-void runPipeline(ir::Module& m) {
+void runGlobalPipeline(ir::Module& m) {
   // 1. The front end's output must be well-formed IR.
   ir::verifyOrDie(m, "the front end");
   // 2. Shape inference: types are exact and attributes canonical.
   std::string e = inferShapes(m);
   GSL_ASSERT(e.empty(), "shape inference failed after the front end: " + e);
+  // 3.
   ir::verifyOrDie(m, "shape inference");
+}
+
+std::unique_ptr<ir::Function> buildPerRankProgram(const ir::Module& m, ir::Function& f, bool gather) {
+  // 1. Sharding propagation from the annotations and the inputs' shardings.
+  propagateShardings(m, f);
+  if (gather)
+    for (size_t i = 0; i < f.results.size(); ++i) {
+      f.resultShardings.resize(f.results.size());
+      f.resultShardings[i] = ir::Sharding::replicated("", f.results[i]->type.rank());
+    }
+  // 2. SPMD partitioning into the one per-rank program.
+  auto local = partitionFunction(m, f);
+  // 3. The per-rank program must be well-formed.
+  std::string e = ir::verifyFunction(m, *local);
+  GSL_ASSERT(e.empty(), "invalid per-rank program for @" + f.name + ": " + e);
+  return local;
 }
 
 }  // namespace gsl::passes

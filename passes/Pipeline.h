@@ -1,10 +1,26 @@
-// The pass pipeline: the one ordered list of passes run on a checked module
-// before it is executed or emitted. See Pipeline.cpp for the list.
+// The pass pipeline: the one ordered list of passes, in two stages.
+//
+// Global stage (once per program, on the module the front end built):
+//   1. verify           the front end's output is well-formed IR
+//   2. shape inference  exact types, canonical attributes
+//   3. verify
+//
+// Per-rank stage (per function, for given input shardings; the result is
+// ONE program that every rank runs, whatever the number of ranks):
+//   1. sharding propagation  every value gets a sharding
+//   2. SPMD partitioning     local shapes, collectives, partial sums resolved
+//   3. verify                the per-rank program is well-formed
 #pragma once
+#include <memory>
+
 #include "ir/Module.h"
 
 namespace gsl::passes {
 
-void runPipeline(ir::Module& m);
+void runGlobalPipeline(ir::Module& m);
+
+// `f` (its args' shardings set to how the inputs lie) is propagated in
+// place and partitioned. With `gather`, every result is made replicated.
+std::unique_ptr<ir::Function> buildPerRankProgram(const ir::Module& m, ir::Function& f, bool gather);
 
 }  // namespace gsl::passes

@@ -3,9 +3,16 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <mutex>
 
 #include "backend/Engine.h"
 #include "backend/Npy.h"
+#include "backend/Random.h"
+#include "ir/Printer.h"
+#include "passes/Pipeline.h"
+#include "runtime/Distribute.h"
+#include "runtime/MpiComm.h"
+#include "runtime/ThreadComm.h"
 
 namespace gsl::runtime {
 
@@ -13,44 +20,94 @@ using backend::Tensor;
 using frontend::HostLeaf;
 using frontend::HostStmt;
 using frontend::Thunk;
+using ir::Sharding;
 
 namespace {
 
-class HostRunner {
+// A user error on one rank, with its source location.
+struct RankError : std::runtime_error {
+  SourceLoc loc;
+  RankError(SourceLoc l, const std::string& m) : std::runtime_error(m), loc(l) {}
+};
+
+// What all ranks share: the per-rank programs (built once per distinct
+// input sharding of a thunk) and the params' global initial values.
+class SpmdProgram {
  public:
-  HostRunner(const frontend::CheckedProgram& p, const RunOptions& o, Diagnostics& d)
-      : prog_(p), opts_(o), diags_(d), out_(o.out ? *o.out : std::cout) {
-    params_.initialize(*p.module, o.seed);
-    engine_ = backend::makeInterpreterEngine(params_, o.seed);
+  SpmdProgram(const frontend::CheckedProgram& p, uint64_t seed) : prog_(p), seed_(seed) {}
+  const ir::Module& module() const { return *prog_.module; }
+
+  // The per-rank function of thunk `th` for inputs lying as `in`; with
+  // `gather`, its results are made whole (replicated) on every rank.
+  const ir::Function& perRank(const Thunk& th, const std::vector<std::optional<Sharding>>& in, bool gather) {
+    std::string key = th.fn->name + (gather ? "|gather" : "|");
+    for (const auto& s : in) key += "|" + (s ? s->str() : std::string("_"));
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return *it->second;
+    auto f = th.fn->clone();
+    for (size_t i = 0; i < in.size(); ++i)
+      f->args[i]->sharding = in[i] ? in[i] : Sharding::replicated("", f->args[i]->type.rank());
+    auto local = passes::buildPerRankProgram(*prog_.module, *f, gather);
+    return *(cache_[key] = std::move(local));
   }
 
-  bool run() {
-    try {
-      scopes_.emplace_back();
-      block(prog_.host.body);
-      out_.flush();
-      return true;
-    } catch (const UserError&) {
-      out_.flush();
-      return false;
-    }
+  const Tensor& globalParam(const ir::Param& p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = params_.find(p.name);
+    if (it == params_.end()) it = params_.emplace(p.name, backend::initParam(p, seed_)).first;
+    return it->second;
   }
 
  private:
   const frontend::CheckedProgram& prog_;
-  const RunOptions& opts_;
-  Diagnostics& diags_;
-  std::ostream& out_;
-  backend::ParamStore params_;
-  std::unique_ptr<backend::Engine> engine_;
-  std::vector<std::map<std::string, Tensor>> scopes_;
+  uint64_t seed_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<ir::Function>> cache_;
+  std::map<std::string, Tensor> params_;
+};
 
-  [[noreturn]] void fail(SourceLoc l, const std::string& m) {
-    diags_.error(l, m);
-    throw UserError(m);
+struct HostValue {
+  Tensor local;
+  std::optional<Sharding> sharding;
+};
+
+// One rank running the host script.
+class RankRunner {
+ public:
+  RankRunner(SpmdProgram& prog, const frontend::HostProgram& host, const RunOptions& o, int rank,
+             backend::Communicator& comm, std::ostream& out)
+      : prog_(prog), host_(host), opts_(o), rank_(rank), out_(out) {
+    const ir::Module& m = prog.module();
+    for (const auto& p : m.params) params_[p.name] = localBlock(m, prog.globalParam(p), p.sharding, rank);
+    backend::KernelContext ctx;
+    ctx.seed = o.seed;
+    ctx.rank = rank;
+    ctx.comm = &comm;
+    ctx.param = [this](const std::string& n) -> const Tensor& { return params_.at(n); };
+    ctx.mesh = [&m](const std::string& n) -> const ir::Mesh& { return *m.findMesh(n); };
+    engine_ = backend::makeInterpreterEngine(ctx);
   }
 
-  Tensor* lookup(const std::string& n) {
+  void run() {
+    scopes_.emplace_back();
+    block(host_.body);
+    out_.flush();
+  }
+
+ private:
+  SpmdProgram& prog_;
+  const frontend::HostProgram& host_;
+  const RunOptions& opts_;
+  int rank_;
+  std::ostream& out_;
+  std::map<std::string, Tensor> params_;
+  std::unique_ptr<backend::Engine> engine_;
+  std::vector<std::map<std::string, HostValue>> scopes_;
+
+  [[noreturn]] void fail(SourceLoc l, const std::string& m) { throw RankError(l, m); }
+
+  HostValue* lookup(const std::string& n) {
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
       auto f = it->find(n);
       if (f != it->end()) return &f->second;
@@ -58,16 +115,16 @@ class HostRunner {
     return nullptr;
   }
 
-  Tensor leaf(const HostLeaf& l) {
+  HostValue leaf(const HostLeaf& l) {
     switch (l.kind) {
       case HostLeaf::Var: {
-        Tensor* t = lookup(l.name);
-        GSL_ASSERT(t, "host variable '" + l.name + "' has no value");
-        return *t;
+        HostValue* v = lookup(l.name);
+        GSL_ASSERT(v, "host variable '" + l.name + "' has no value");
+        return *v;
       }
       case HostLeaf::Exists: {
         std::error_code ec;
-        return Tensor::scalarBool(std::filesystem::exists(l.name, ec));
+        return {Tensor::scalarBool(std::filesystem::exists(l.name, ec)), std::nullopt};
       }
       case HostLeaf::Load: {
         Tensor t;
@@ -78,21 +135,33 @@ class HostRunner {
         }
         if (t.type() != l.type)
           fail(l.loc, l.name + ": the file holds " + t.type().str() + " but load declares " + l.type.str());
-        return t;
+        return {localBlock(prog_.module(), t, l.sharding, rank_), l.sharding};
       }
     }
     return {};
   }
 
-  std::vector<Tensor> eval(const Thunk& th) {
+  std::vector<HostValue> eval(const Thunk& th, bool gather) {
     std::vector<Tensor> args;
-    for (const auto& l : th.leaves) args.push_back(leaf(l));
+    std::vector<std::optional<Sharding>> in;
+    for (const auto& l : th.leaves) {
+      HostValue v = leaf(l);
+      args.push_back(v.local);
+      in.push_back(v.sharding);
+    }
+    const ir::Function& f = prog_.perRank(th, in, gather);
+    std::vector<Tensor> res;
     try {
-      return engine_->call(*th.fn, args);
+      res = engine_->call(f, args);
     } catch (const backend::RuntimeError& e) {
       fail(e.loc.valid() ? e.loc : th.loc, e.what());
     }
+    std::vector<HostValue> out;
+    for (size_t i = 0; i < res.size(); ++i) out.push_back({res[i], f.resultShardings[i]});
+    return out;
   }
+
+  Tensor whole(const Thunk& th) { return eval(th, true)[0].local; }
 
   void block(const std::vector<HostStmt>& b) {
     for (const auto& s : b) stmt(s);
@@ -101,29 +170,29 @@ class HostRunner {
   void stmt(const HostStmt& s) {
     switch (s.kind) {
       case HostStmt::Let: {
-        auto vals = eval(s.value);
+        auto vals = eval(s.value, false);
         for (size_t i = 0; i < s.names.size(); ++i) scopes_.back()[s.names[i]] = vals[i];
         break;
       }
       case HostStmt::Assign: {
-        auto vals = eval(s.value);
-        Tensor* t = lookup(s.names[0]);
-        GSL_ASSERT(t, "assignment to unknown host variable");
-        *t = vals[0];
+        auto vals = eval(s.value, false);
+        HostValue* v = lookup(s.names[0]);
+        GSL_ASSERT(v, "assignment to unknown host variable");
+        *v = vals[0];
         break;
       }
       case HostStmt::For: {
-        int64_t lo = (int64_t)eval(s.lo)[0].item(), hi = (int64_t)eval(s.hi)[0].item();
+        int64_t lo = (int64_t)whole(s.lo).item(), hi = (int64_t)whole(s.hi).item();
         for (int64_t i = lo; i < hi; ++i) {
           scopes_.emplace_back();
-          scopes_.back()[s.names[0]] = Tensor::scalarI32((int32_t)i);
+          scopes_.back()[s.names[0]] = {Tensor::scalarI32((int32_t)i), std::nullopt};
           block(s.body);
           scopes_.pop_back();
         }
         break;
       }
       case HostStmt::If: {
-        bool c = eval(s.cond)[0].item() != 0;
+        bool c = whole(s.cond).item() != 0;
         scopes_.emplace_back();
         block(c ? s.body : s.elseBody);
         scopes_.pop_back();
@@ -134,21 +203,23 @@ class HostRunner {
         for (size_t i = 0; i < s.printArgs.size(); ++i) {
           if (i) line += " ";
           const auto& a = s.printArgs[i];
-          line += a.value ? eval(*a.value)[0].str() : a.text;
+          line += a.value ? whole(*a.value).str() : a.text;
         }
-        out_ << line << "\n";
+        if (rank_ == 0) out_ << line << "\n";
         break;
       }
       case HostStmt::Save: {
-        Tensor t = eval(s.value)[0];
-        try {
-          backend::writeNpy(s.path, t);
-        } catch (const backend::NpyError& e) {
-          fail(s.loc, e.what());
+        Tensor t = whole(s.value);
+        if (rank_ == 0) {
+          try {
+            backend::writeNpy(s.path, t);
+          } catch (const backend::NpyError& e) {
+            fail(s.loc, e.what());
+          }
         }
         break;
       }
-      case HostStmt::Eval: eval(s.value); break;
+      case HostStmt::Eval: eval(s.value, false); break;
     }
   }
 };
@@ -156,8 +227,41 @@ class HostRunner {
 }  // namespace
 
 bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagnostics& diags) {
-  HostRunner r(prog, opts, diags);
-  return r.run();
+  std::ostream& out = opts.out ? *opts.out : std::cout;
+  SpmdProgram spmd(prog, opts.seed);
+  auto body = [&](int rank, backend::Communicator& comm) {
+    RankRunner r(spmd, prog.host, opts, rank, comm, out);
+    r.run();
+  };
+  auto report = [&](std::exception_ptr e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const RankError& x) {
+      diags.error(x.loc, x.what());
+    } catch (const backend::CommError& x) {
+      diags.error({}, x.what());
+    } catch (const UserError& x) {
+      diags.error({}, x.what());
+    }
+  };
+  if (opts.mpi) {
+    MpiComm comm;
+    try {
+      body(comm.rank(), comm);
+    } catch (...) {
+      report(std::current_exception());
+      diags.print(std::cerr);
+      std::cerr.flush();
+      comm.abort(diags.all().empty() ? "error" : diags.all().back().message);
+    }
+    return !diags.hasErrors();
+  }
+  auto errors = runRanks((int)prog.module->np, body);
+  if (auto e = rootCause(errors)) {
+    report(e);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace gsl::runtime

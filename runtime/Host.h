@@ -1,7 +1,18 @@
-// Runs a checked program's host script (`fn main`): host variables, loops,
-// conditionals, print, load/save of .npy files, and calls of IR thunks on
-// an engine. Run-time user errors (a missing or mismatched .npy file, an
-// index out of range) become diagnostics at their source location.
+// Runs a checked program's host script (`fn main`) on N ranks, SPMD: every
+// rank runs the same host script; its tensor math (IR thunks) is sharded
+// by propagation, partitioned into ONE per-rank program (compiled once,
+// shared by all ranks) and executed on the rank's blocks, with collectives
+// between ranks. Ranks are threads of this process (the default) or MPI
+// processes (`--mpi`, or a process started by mpirun).
+//
+// Host values: print, if, for and save see whole (replicated) values; rank
+// 0 prints and writes files. `load` gives each rank its block of the file
+// (per its @shard annotation). Params are initialised from their global
+// element indices and each rank keeps its block, so every -np and sharding
+// computes the same numbers.
+//
+// Run-time user errors (a missing or mismatched .npy file, an index out of
+// range) become diagnostics at their source location.
 #pragma once
 #include <cstdint>
 #include <ostream>
@@ -16,10 +27,11 @@ struct RunOptions {
   uint64_t seed = 0;               // --seed: params and random_uniform
   std::string engine = "interp";   // --engine
   std::ostream* out = nullptr;     // where print writes (default std::cout)
+  bool mpi = false;                // this process is one MPI rank (under mpirun)
 };
 
-// Runs `fn main` of `prog`. Returns true on success; false after reporting
-// a run-time error to `diags`.
+// Runs `fn main` of `prog` on prog.module->np ranks. Returns true on
+// success; false after reporting a run-time error to `diags`.
 bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagnostics& diags);
 
 }  // namespace gsl::runtime

@@ -2,12 +2,19 @@
 // Exit codes: 0 ok, 1 user error (diagnostic printed), 2 usage error.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cstring>
 #include <iostream>
+
+#include <unistd.h>
 
 #include "frontend/Frontend.h"
 #include "ir/Printer.h"
+#include "passes/CostModel.h"
 #include "passes/Pipeline.h"
+#include "passes/SpmdPartitioner.h"
 #include "runtime/Host.h"
+#include "runtime/MpiComm.h"
 
 namespace {
 
@@ -55,9 +62,48 @@ std::unique_ptr<gsl::frontend::CheckedProgram> build(const Common& c, gsl::Sourc
     rc = 1;
     return nullptr;
   }
-  gsl::passes::runPipeline(*prog->module);
+  gsl::passes::runGlobalPipeline(*prog->module);
   rc = 0;
   return prog;
+}
+
+// `gsl run --mpi`: re-runs this command under mpirun, one process per rank.
+int launchMpirun(const std::vector<std::string>& revArgs, int64_t np) {
+  std::vector<std::string> cmd = {"mpirun", "-np", std::to_string(np), "--oversubscribe"};
+  if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
+  // Shared memory and loopback only: works offline and in containers.
+  for (const char* a : {"--mca", "btl", "self,vader", "--mca", "btl_vader_single_copy_mechanism", "none"})
+    cmd.push_back(a);
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  cmd.push_back(n > 0 ? std::string(self, n) : "gsl");
+  for (auto it = revArgs.rbegin(); it != revArgs.rend(); ++it)
+    if (*it != "--mpi") cmd.push_back(*it);
+  std::vector<char*> argv;
+  for (auto& c : cmd) argv.push_back(c.data());
+  argv.push_back(nullptr);
+  execvp("mpirun", argv.data());
+  std::cerr << "gsl: error: cannot start mpirun (install openmpi-bin): " << std::strerror(errno) << "\n";
+  return 1;
+}
+
+std::string statsJson(const gsl::ir::Module& mod, const std::vector<std::unique_ptr<gsl::ir::Function>>& perRank,
+                      const std::vector<std::string>& userFns, const std::string& only) {
+  uint64_t paramBytes = 0;
+  for (const auto& p : mod.params)
+    paramBytes += (uint64_t)gsl::ir::TensorType{p.type.dtype, gsl::passes::localShape(mod, p.type, p.sharding)}
+                      .numElements() * 4;
+  std::string s = "{\n  \"np\": " + std::to_string(mod.np) + ",\n  \"param_bytes_per_rank\": " +
+                  std::to_string(paramBytes) + ",\n  \"functions\": {";
+  bool first = true;
+  for (const auto& f : perRank) {
+    bool user = std::find(userFns.begin(), userFns.end(), f->name) != userFns.end();
+    if (only.empty() ? !user : f->name != only) continue;
+    s += std::string(first ? "\n" : ",\n") + "    \"" + f->name + "\": " +
+         gsl::passes::costJson(gsl::passes::estimateCost(mod, *f), 4);
+    first = false;
+  }
+  return s + (first ? "}" : "\n  }") + "\n}\n";
 }
 
 }  // namespace
@@ -84,9 +130,13 @@ int main(int argc, char** argv) {
   auto* compile = app.add_subcommand("compile", "print a compiler stage");
   addCommon(compile, compileC);
   compile->add_option("--emit", emit, "what to print")
-      ->required()
       ->check(CLI::IsMember({"ast", "ir", "sharded", "spmd", "llvm"}));
-  compile->add_option("--fn", fn, "only this function (with --emit ir)");
+  compile->add_option("--fn", fn, "only this function");
+  bool stats = false;
+  std::string statsFormat;
+  compile->add_option("--stats", statsFormat, "print per-rank costs instead (json)")
+      ->check(CLI::IsMember({"json"}))
+      ->each([&](const std::string&) { stats = true; });
 
   // The spec spells the rank count `-np N` (as mpirun does); CLI11 reads a
   // single dash as a one-letter option, so rewrite it to --np first.
@@ -110,6 +160,10 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (*compile && emit.empty() && !stats) {
+    std::cerr << "gsl: usage error: compile needs --emit ast|ir|sharded|spmd|llvm or --stats json\n";
+    return 2;
+  }
   gsl::SourceManager sm;
   gsl::Diagnostics diags(sm);
   int rc = 0;
@@ -119,10 +173,8 @@ int main(int argc, char** argv) {
       std::cerr << "gsl: usage error: --engine jit is not built yet; the reference interpreter (--engine interp) is the engine\n";
       return 2;
     }
-    if (mpi) {
-      std::cerr << "gsl: usage error: --mpi is not built yet (ranks are not partitioned yet; see README, Status)\n";
-      return 2;
-    }
+    bool underMpirun = gsl::runtime::MpiSession::launchedByMpirun();
+    if (mpi && !underMpirun) return launchMpirun(args, runC.np);
     auto prog = build(runC, sm, diags, rc);
     if (!prog) return rc;
     if (!prog->host.hasMain) {
@@ -132,6 +184,7 @@ int main(int argc, char** argv) {
     gsl::runtime::RunOptions ro;
     ro.seed = seed;
     ro.engine = engine;
+    ro.mpi = underMpirun;
     gsl::Diagnostics rdiags(sm);
     bool ok = gsl::runtime::runMain(*prog, ro, rdiags);
     rdiags.print(std::cerr);
@@ -142,12 +195,13 @@ int main(int argc, char** argv) {
     return rc;
   }
   if (*compile) {
-    if (emit == "sharded" || emit == "spmd" || emit == "llvm") {
-      std::cerr << "gsl: usage error: --emit " << emit << " is not built yet (see README, Status)\n";
+    if (emit == "llvm") {
+      std::cerr << "gsl: usage error: --emit llvm is not built yet (see README, Status)\n";
       return 2;
     }
     auto prog = build(compileC, sm, diags, rc);
     if (!prog) return rc;
+    gsl::ir::Module& mod = *prog->module;
     if (emit == "ast") {
       for (const auto& a : prog->asts) {
         if (prog->asts.size() > 1) std::cout << "# file " << sm.name(a->file) << "\n";
@@ -155,16 +209,36 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
-    if (!fn.empty()) {
-      auto* f = prog->module->findFunction(fn);
-      if (!f) {
-        std::cerr << "gsl: error: no function '" << fn << "' in " << compileC.file << "\n";
-        return 1;
+    if (!fn.empty() && !mod.findFunction(fn)) {
+      std::cerr << "gsl: error: no function '" << fn << "' in " << compileC.file << "\n";
+      return 1;
+    }
+    auto selected = [&](const gsl::ir::Function& f) { return fn.empty() || f.name == fn; };
+    // ir: the global IR; sharded: after propagation; spmd: the per-rank programs.
+    std::vector<std::unique_ptr<gsl::ir::Function>> perRank;
+    if (emit == "sharded" || emit == "spmd" || stats) {
+      for (auto& f : mod.functions) {
+        auto copy = f->clone();
+        perRank.push_back(gsl::passes::buildPerRankProgram(mod, *copy, false));
+        if (emit == "sharded") f = std::move(copy);
       }
-      std::cout << gsl::ir::printFunction(*f);
+    }
+    if (stats) {
+      std::cout << statsJson(mod, perRank, prog->userFunctions, fn);
       return 0;
     }
-    std::cout << gsl::ir::printModule(*prog->module);
+    if (emit == "spmd") {
+      std::cout << "# per-rank program for np = " << mod.np << " (one program, run by every rank)\n";
+      for (auto& m : mod.meshes) std::cout << m.str() << "\n";
+      for (auto& f : perRank)
+        if (selected(*f)) std::cout << "\n" << gsl::ir::printFunction(*f);
+      return 0;
+    }
+    if (!fn.empty()) {
+      std::cout << gsl::ir::printFunction(*mod.findFunction(fn));
+      return 0;
+    }
+    std::cout << gsl::ir::printModule(mod);
     return 0;
   }
   return 0;

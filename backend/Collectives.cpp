@@ -1,0 +1,208 @@
+// Collective ops of per-rank (SPMD) programs: the group of a rank over mesh
+// axes, and the evaluation of all_gather, all_reduce, reduce_scatter,
+// all_to_all, collective_permute and shard_slice on this rank's block
+// through a Communicator.
+//
+// Every element is a 4-byte word (f32, i32, bool as int32 0/1), so data
+// movement works on raw words. Blocks along a dim are moved as "panels": a
+// tensor of shape S split along dim d is outer = prod(S[:d]) rows of
+// S[d] * prod(S[d+1:]) words, and block j of dim d is the j-th 1/n of every
+// row.
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "backend/Kernels.h"
+#include "support/Diagnostics.h"
+
+namespace gsl::backend {
+
+using ir::Op;
+using ir::OpKind;
+
+namespace {
+
+int64_t product(const Shape& s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
+// `in` (shape s) as n contiguous blocks along `dim`: block j holds indices
+// [j * s[dim]/n, (j+1) * s[dim]/n) of dim, row-major.
+std::vector<int32_t> packBlocks(const Tensor& in, int64_t dim, int64_t n) {
+  const Shape& s = in.shape();
+  const int64_t outer = product(s, 0, (size_t)dim);
+  const int64_t row = product(s, (size_t)dim, s.size());  // words per outer index
+  const int64_t piece = row / n;                          // words of one block per outer index
+  const int64_t blockWords = outer * piece;
+  std::vector<int32_t> packed((size_t)in.size());
+  const int32_t* src = in.i32();
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(packed.data() + j * blockWords + o * piece, src + o * row + j * piece, piece * 4);
+  return packed;
+}
+
+// The inverse of packBlocks: n contiguous blocks of shape `block`, joined
+// along `dim` into `out` (whose dim is n * block[dim]).
+void unpackBlocks(const int32_t* blocks, const Shape& block, int64_t dim, int64_t n, Tensor& out) {
+  const int64_t outer = product(block, 0, (size_t)dim);
+  const int64_t piece = product(block, (size_t)dim, block.size());
+  const int64_t blockWords = outer * piece;
+  int32_t* dst = out.i32();
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(dst + (o * n + j) * piece, blocks + j * blockWords + o * piece, piece * 4);
+}
+
+ReduceOp reduceOp(const std::string& r) {
+  if (r == "sum") return ReduceOp::Sum;
+  if (r == "max") return ReduceOp::Max;
+  GSL_ASSERT(r == "min", "all_reduce: unknown reduction '" + r + "'");
+  return ReduceOp::Min;
+}
+
+}  // namespace
+
+std::vector<int> collectiveGroup(const ir::Mesh& m, const std::vector<int64_t>& axes, int rank, int* index) {
+  const int64_t nd = m.numDevices();
+  GSL_ASSERT(rank >= 0 && rank < nd,
+             "collectiveGroup: rank " + std::to_string(rank) + " is outside " + m.str());
+  std::vector<bool> used(m.axes.size(), false);
+  for (int64_t a : axes) {
+    GSL_ASSERT(a >= 0 && a < (int64_t)m.axes.size() && !used[a],
+               "collectiveGroup: bad axis list for " + m.str());
+    used[a] = true;
+  }
+  std::vector<int64_t> row(m.axes.size());  // row-major strides of the mesh
+  int64_t acc = 1;
+  for (int i = (int)m.axes.size() - 1; i >= 0; --i) {
+    row[i] = acc;
+    acc *= m.axes[i].size;
+  }
+  const std::vector<int64_t> c = m.coords(rank);
+  // The member with coordinates 0 along `axes`; members step through the
+  // axes' coordinates like an odometer, the last listed axis fastest.
+  int64_t base = rank;
+  int64_t n = 1;
+  for (int64_t a : axes) {
+    base -= c[a] * row[a];
+    n *= m.axes[a].size;
+  }
+  std::vector<int> group;
+  group.reserve((size_t)n);
+  std::vector<int64_t> k(axes.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t r = base;
+    for (size_t j = 0; j < axes.size(); ++j) r += k[j] * row[axes[j]];
+    if (r == rank && index) *index = (int)i;
+    group.push_back((int)r);
+    for (int j = (int)axes.size() - 1; j >= 0; --j) {
+      if (++k[j] < m.axes[axes[j]].size) break;
+      k[j] = 0;
+    }
+  }
+  return group;
+}
+
+Tensor evalCollective(const Op& op, const Tensor& in, const KernelContext& ctx) {
+  const char* name = op.info().mnemonic;
+  const std::string what = std::string("evalCollective: ") + name;
+  GSL_ASSERT(op.info().cls == ir::OpClass::Collective, what + " is not a collective");
+  GSL_ASSERT(op.result, what + " without a result");
+  GSL_ASSERT(in.defined(), what + " of an undefined tensor");
+  GSL_ASSERT(op.operands.size() == 1 && op.operands[0]->type == in.type(),
+             what + ": operand of type " + in.type().str() + " does not match the op");
+  GSL_ASSERT(ctx.mesh, what + " without meshes in the kernel context");
+  const ir::AttrMap& at = op.attrs;
+  const TensorType& rt = op.result->type;
+  const ir::Mesh& mesh = ctx.mesh(at.getString("mesh"));
+  int index = -1;
+  const std::vector<int> group = collectiveGroup(mesh, at.getInts("axes"), ctx.rank, &index);
+  const int64_t n = (int64_t)group.size();
+  if (at.has("n"))
+    GSL_ASSERT(at.getInt("n") == n, what + ": attr n = " + std::to_string(at.getInt("n")) +
+                                        " but the group over " + mesh.str() + " has " + std::to_string(n) +
+                                        " members");
+  const size_t bytes = (size_t)in.size() * 4;
+  Tensor out(rt);
+
+  if (op.kind == OpKind::ShardSlice) {  // local: block `index` of dim
+    const int64_t dim = at.getInt("dim");
+    GSL_ASSERT(dim >= 0 && dim < in.rank() && in.shape()[dim] % n == 0, what + ": bad dim");
+    Shape s = in.shape();
+    s[dim] /= n;
+    GSL_ASSERT(s == rt.shape, what + ": result type does not match the group size");
+    const int64_t outer = product(s, 0, (size_t)dim);
+    const int64_t piece = product(s, (size_t)dim, s.size());
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(out.i32() + o * piece, in.i32() + (o * n + index) * piece, piece * 4);
+    return out;
+  }
+
+  GSL_ASSERT(ctx.comm, what + " without a communicator");
+  Communicator& comm = *ctx.comm;
+  GSL_ASSERT(comm.rank() == ctx.rank, what + ": the communicator's rank differs from the context's");
+  switch (op.kind) {
+    case OpKind::AllGather: {
+      const int64_t dim = at.getInt("dim");
+      GSL_ASSERT(dim >= 0 && dim < in.rank(), what + ": bad dim");
+      Shape s = in.shape();
+      s[dim] *= n;
+      GSL_ASSERT(s == rt.shape && rt.dtype == in.dtype(), what + ": result type does not match the group size");
+      std::vector<int32_t> blocks((size_t)(in.size() * n));
+      comm.allGather(group, in.raw(), bytes, blocks.data());
+      unpackBlocks(blocks.data(), in.shape(), dim, n, out);
+      return out;
+    }
+    case OpKind::AllReduce: {
+      GSL_ASSERT(rt == in.type(), what + ": result type differs from the operand's");
+      const ReduceOp r = reduceOp(at.has("reduce") ? at.getString("reduce") : std::string("sum"));
+      // bool is int32 0/1: max is `or`, min is `and`; a sum is meaningless.
+      GSL_ASSERT(!(in.dtype() == DType::Bool && r == ReduceOp::Sum), what + ": sum of bool");
+      if (bytes) std::memcpy(out.raw(), in.raw(), bytes);
+      comm.allReduce(group, bytes ? out.raw() : nullptr, (size_t)in.size(),
+                     in.dtype() == DType::F32 ? DType::F32 : DType::I32, r);
+      return out;
+    }
+    case OpKind::ReduceScatter: {
+      const int64_t dim = at.getInt("dim");
+      GSL_ASSERT(dim >= 0 && dim < in.rank() && in.shape()[dim] % n == 0, what + ": bad dim");
+      GSL_ASSERT(in.dtype() != DType::Bool, what + ": sum of bool");
+      Shape s = in.shape();
+      s[dim] /= n;
+      GSL_ASSERT(s == rt.shape && rt.dtype == in.dtype(), what + ": result type does not match the group size");
+      std::vector<int32_t> packed = packBlocks(in, dim, n);
+      comm.reduceScatter(group, packed.data(), (size_t)out.size(), in.dtype(), out.size() ? out.raw() : nullptr);
+      return out;
+    }
+    case OpKind::AllToAll: {
+      const int64_t sd = at.getInt("split_dim"), cd = at.getInt("concat_dim");
+      GSL_ASSERT(sd >= 0 && sd < in.rank() && cd >= 0 && cd < in.rank() && in.shape()[sd] % n == 0,
+                 what + ": bad split_dim or concat_dim");
+      Shape block = in.shape();
+      block[sd] /= n;
+      Shape s = block;
+      s[cd] *= n;
+      GSL_ASSERT(s == rt.shape && rt.dtype == in.dtype(), what + ": result type does not match the group size");
+      std::vector<int32_t> packed = packBlocks(in, sd, n);
+      std::vector<int32_t> recv(packed.size());
+      comm.allToAll(group, packed.data(), bytes / n, recv.data());
+      unpackBlocks(recv.data(), block, cd, n, out);
+      return out;
+    }
+    case OpKind::CollectivePermute: {
+      GSL_ASSERT(rt == in.type(), what + ": result type differs from the operand's");
+      const auto& perm = at.getInts("perm");
+      GSL_ASSERT((int64_t)perm.size() == n, what + ": perm has the wrong length for the group");
+      comm.permute(group, perm, bytes ? in.raw() : nullptr, bytes, bytes ? out.raw() : nullptr);
+      return out;
+    }
+    default: break;
+  }
+  GSL_ASSERT(false, what + ": unsupported collective");
+  return {};
+}
+
+}  // namespace gsl::backend

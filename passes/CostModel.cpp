@@ -1,0 +1,105 @@
+#include "passes/CostModel.h"
+
+#include <map>
+#include <set>
+
+namespace gsl::passes {
+
+using namespace ir;
+
+static uint64_t bytesOf(const TensorType& t) { return (uint64_t)t.numElements() * 4; }
+
+static uint64_t opFlops(const Op& op) {
+  uint64_t out = (uint64_t)op.result->type.numElements();
+  switch (op.info().cls) {
+    case OpClass::Unary:
+    case OpClass::Binary:
+    case OpClass::Ternary: return op.kind == OpKind::Copy ? 0 : out;
+    case OpClass::Reduction: return (uint64_t)op.operands[0]->type.numElements();
+    case OpClass::Normalization: return 5 * out;
+    case OpClass::Contraction: {
+      if (op.kind == OpKind::MatMul) {
+        const Shape& a = op.operands[0]->type.shape;
+        return 2 * out * (uint64_t)a.back();
+      }
+      EinsumSpec es;
+      if (!parseEinsum(op.attrs.getString("spec"), op.operands.size(), es).empty()) return 0;
+      std::map<char, int64_t> size;
+      for (size_t i = 0; i < es.inputs.size(); ++i)
+        for (size_t d = 0; d < es.inputs[i].size(); ++d) size[es.inputs[i][d]] = op.operands[i]->type.shape[d];
+      uint64_t all = 1;
+      for (auto& [c, n] : size) all *= (uint64_t)n;
+      return 2 * all;
+    }
+    default: return 0;
+  }
+}
+
+Cost estimateCost(const Module& m, const Function& f) {
+  Cost c;
+  std::set<std::string> params;
+  std::map<const Value*, size_t> lastUse;
+  for (size_t i = 0; i < f.ops.size(); ++i)
+    for (Value* v : f.ops[i]->operands) lastUse[v] = i;
+  for (Value* r : f.results) lastUse[r] = f.ops.size();
+  uint64_t live = 0;
+  for (Value* a : f.args) live += bytesOf(a->type);
+  c.peakActivationBytes = live;
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    const Op& op = *f.ops[i];
+    c.flops += opFlops(op);
+    if (op.kind == OpKind::Param) {
+      if (params.insert(op.attrs.getString("name")).second) c.paramBytes += bytesOf(op.result->type);
+    } else {
+      live += bytesOf(op.result->type);
+    }
+    if (op.info().cls == OpClass::Collective && op.kind != OpKind::ShardSlice) {
+      uint64_t b = bytesOf(op.operands[0]->type);
+      uint64_t n = op.attrs.has("n") ? (uint64_t)op.attrs.getInt("n") : 1;
+      if (op.kind == OpKind::AllReduce) {
+        const Mesh* mesh = m.findMesh(op.attrs.getString("mesh"));
+        n = 1;
+        if (mesh)
+          for (auto a : op.attrs.getInts("axes")) n *= (uint64_t)mesh->axes[a].size;
+      }
+      uint64_t sent = 0;
+      switch (op.kind) {
+        case OpKind::AllGather: sent = b * (n - 1); break;
+        case OpKind::AllReduce: sent = 2 * (n - 1) * b / n; break;
+        case OpKind::ReduceScatter:
+        case OpKind::AllToAll: sent = (n - 1) * b / n; break;
+        default: sent = b; break;
+      }
+      auto& cc = c.collectives[op.info().mnemonic];
+      cc.calls += 1;
+      cc.bytes += sent;
+    }
+    c.peakActivationBytes = std::max(c.peakActivationBytes, live);
+    // Free operands (and the result, if unused) after their last use.
+    std::set<const Value*> freed;
+    for (Value* v : op.operands)
+      if (lastUse[v] == i && freed.insert(v).second && !(v->def && v->def->kind == OpKind::Param))
+        live -= bytesOf(v->type);
+    if (!lastUse.count(op.result) && op.kind != OpKind::Param) live -= bytesOf(op.result->type);
+  }
+  return c;
+}
+
+std::string costJson(const Cost& c, int indent) {
+  std::string pad(indent, ' ');
+  std::string s = "{\n";
+  s += pad + "  \"flops\": " + std::to_string(c.flops) + ",\n";
+  s += pad + "  \"param_bytes\": " + std::to_string(c.paramBytes) + ",\n";
+  s += pad + "  \"peak_activation_bytes\": " + std::to_string(c.peakActivationBytes) + ",\n";
+  s += pad + "  \"collectives\": {";
+  bool first = true;
+  for (auto& [k, v] : c.collectives) {
+    s += std::string(first ? "\n" : ",\n") + pad + "    \"" + k + "\": {\"calls\": " + std::to_string(v.calls) +
+         ", \"bytes\": " + std::to_string(v.bytes) + "}";
+    first = false;
+  }
+  s += (first ? "}" : "\n" + pad + "  }") + std::string("\n") + pad + "}";
+  return s;
+}
+
+}  // namespace gsl::passes

@@ -1,0 +1,329 @@
+#include "passes/SpmdPartitioner.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "ir/ShardRules.h"
+#include "support/Diagnostics.h"
+
+namespace gsl::passes {
+
+using namespace ir;
+
+namespace {
+
+// Normal form: mesh "" means replicated everywhere.
+Sharding normalize(const std::optional<Sharding>& s, int rank) {
+  if (!s || (s->isReplicated())) return Sharding::replicated("", rank);
+  return *s;
+}
+
+std::optional<Sharding> denormalize(const Sharding& s) {
+  if (s.mesh.empty()) return std::nullopt;
+  return s;
+}
+
+struct Local {
+  Value* v = nullptr;
+  Sharding s;  // how v's global value lies (with partial axes)
+};
+
+class Partitioner {
+ public:
+  Partitioner(const Module& m, const Function& g) : mod_(m), g_(g) {}
+
+  std::unique_ptr<Function> run() {
+    out_ = std::make_unique<Function>();
+    out_->name = g_.name;
+    out_->loc = g_.loc;
+    for (Value* a : g_.args) {
+      Sharding s = normalize(a->sharding, a->type.rank());
+      Value* la = out_->addArg({a->type.dtype, shapeOf(a->type, s)});
+      la->sharding = denormalize(s);
+      map_[a] = {la, s};
+    }
+    for (const auto& op : g_.ops) partitionOp(*op);
+    for (size_t i = 0; i < g_.results.size(); ++i) {
+      const Value* r = g_.results[i];
+      std::optional<Sharding> want = i < g_.resultShardings.size() && g_.resultShardings[i]
+                                         ? g_.resultShardings[i]
+                                         : r->sharding;
+      Sharding t = normalize(want, r->type.rank());
+      t.partial.clear();
+      Local l = reshard(map_.at(r), t, g_.loc);
+      out_->results.push_back(l.v);
+      out_->resultShardings.push_back(denormalize(t));
+    }
+    return std::move(out_);
+  }
+
+ private:
+  const Module& mod_;
+  const Function& g_;
+  std::unique_ptr<Function> out_;
+  std::map<const Value*, Local> map_;
+
+  const Mesh& mesh(const std::string& name) {
+    const Mesh* m = mod_.findMesh(name);
+    GSL_ASSERT(m, "unknown mesh '" + name + "' in partitioner");
+    return *m;
+  }
+  int64_t product(const std::string& meshName, const std::vector<std::string>& axes) {
+    if (axes.empty()) return 1;
+    const Mesh& m = mesh(meshName);
+    int64_t p = 1;
+    for (const auto& a : axes) p *= m.axisSize(a);
+    return p;
+  }
+  std::vector<int64_t> axisIndices(const std::string& meshName, const std::vector<std::string>& axes) {
+    const Mesh& m = mesh(meshName);
+    std::vector<int64_t> r;
+    for (const auto& a : axes) r.push_back(m.axisIndex(a));
+    return r;
+  }
+  Shape shapeOf(const TensorType& t, const Sharding& s) {
+    Shape r = t.shape;
+    for (size_t d = 0; d < r.size() && d < s.dims.size(); ++d) {
+      int64_t p = product(s.mesh, s.dims[d]);
+      GSL_ASSERT(r[d] % p == 0, "partitioner: dim not divisible by its axes");
+      r[d] /= p;
+    }
+    return r;
+  }
+
+  Value* emit(OpKind k, std::vector<Value*> operands, AttrMap at, SourceLoc loc) {
+    std::vector<TensorType> in;
+    for (Value* v : operands) in.push_back(v->type);
+    TensorType t;
+    std::string e = inferType(k, in, at, t);
+    GSL_ASSERT(e.empty(), std::string("partitioner built an ill-typed ") + opName(k) + ": " + e);
+    return out_->append(k, std::move(operands), std::move(at), t, loc)->result;
+  }
+
+  AttrMap collectiveAttrs(const std::string& meshName, const std::vector<std::string>& axes) {
+    AttrMap at;
+    at.set("mesh", meshName);
+    at.set("axes", axisIndices(meshName, axes));
+    at.set("n", product(meshName, axes));
+    return at;
+  }
+
+  Local tag(Local l) {
+    l.v->sharding = denormalize(l.s);
+    if (l.v->sharding && l.v->sharding->isReplicated() && l.s.partial.empty()) l.v->sharding = std::nullopt;
+    return l;
+  }
+
+  // Moves `x` to sharding `t` (t has no partial axes), picking the cheapest
+  // collective for each step (see the header).
+  Local reshard(Local x, Sharding t, SourceLoc loc) {
+    int rank = (int)x.v->type.rank();
+    if (t.mesh.empty()) t = Sharding::replicated(x.s.mesh, rank);
+    if (x.s.mesh.empty()) x.s = Sharding::replicated(t.mesh, rank);
+    if (x.s.mesh != t.mesh) {  // another mesh over the same ranks: via replicated
+      x = reshard(x, Sharding::replicated(x.s.mesh, rank), loc);
+      x.s = Sharding::replicated(t.mesh, rank);
+    }
+    if (t.mesh.empty()) return x;
+    const std::string& mn = t.mesh;
+    // 1. Pending partial sums: reduce_scatter where the target splits a dim
+    //    further on that axis, all_reduce for the rest.
+    if (!x.s.partial.empty()) {
+      std::vector<std::string> rest;
+      for (const auto& a : x.s.partial) {
+        bool done = false;
+        for (int d = 0; d < rank && !done; ++d) {
+          auto want = x.s.dims[d];
+          want.push_back(a);
+          if (t.dims[d] == want && x.v->type.shape[d] % product(mn, {a}) == 0) {
+            AttrMap at = collectiveAttrs(mn, {a});
+            at.set("dim", (int64_t)d);
+            x.v = emit(OpKind::ReduceScatter, {x.v}, at, loc);
+            x.s.dims[d] = want;
+            done = true;
+          }
+        }
+        if (!done) rest.push_back(a);
+      }
+      if (!rest.empty()) {
+        AttrMap at = collectiveAttrs(mn, rest);
+        at.erase("n");
+        at.set("reduce", std::string("sum"));
+        x.v = emit(OpKind::AllReduce, {x.v}, at, loc);
+      }
+      x.s.partial.clear();
+      tag(x);
+    }
+    // 2. Dims whose current split is not a prefix of the target: move the
+    //    minor axis to the dim that wants it (all_to_all) or gather it.
+    auto isPrefix = [](const std::vector<std::string>& a, const std::vector<std::string>& b) {
+      return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
+    };
+    for (int guard = 0; guard < 64; ++guard) {
+      int d = -1;
+      for (int k = 0; k < rank; ++k)
+        if (!isPrefix(x.s.dims[k], t.dims[k])) {
+          d = k;
+          break;
+        }
+      if (d < 0) break;
+      std::string a = x.s.dims[d].back();
+      int e = -1;
+      for (int k = 0; k < rank; ++k) {
+        if (k == d) continue;
+        auto want = x.s.dims[k];
+        want.push_back(a);
+        if (isPrefix(want, t.dims[k]) && x.v->type.shape[k] % product(mn, {a}) == 0) {
+          e = k;
+          break;
+        }
+      }
+      AttrMap at = collectiveAttrs(mn, {a});
+      if (e >= 0) {
+        at.set("split_dim", (int64_t)e);
+        at.set("concat_dim", (int64_t)d);
+        x.v = emit(OpKind::AllToAll, {x.v}, at, loc);
+        x.s.dims[e].push_back(a);
+      } else {
+        at.set("dim", (int64_t)d);
+        x.v = emit(OpKind::AllGather, {x.v}, at, loc);
+      }
+      x.s.dims[d].pop_back();
+      tag(x);
+    }
+    // 3. Split further where the target wants more axes: a local slice.
+    for (int d = 0; d < rank; ++d) {
+      if (x.s.dims[d].size() == t.dims[d].size()) continue;
+      std::vector<std::string> extra(t.dims[d].begin() + x.s.dims[d].size(), t.dims[d].end());
+      AttrMap at = collectiveAttrs(mn, extra);
+      at.set("dim", (int64_t)d);
+      x.v = emit(OpKind::ShardSlice, {x.v}, at, loc);
+      x.s.dims[d] = t.dims[d];
+      tag(x);
+    }
+    GSL_ASSERT(x.s == t, "reshard did not reach its target");
+    return x;
+  }
+
+  void partitionOp(const Op& op) {
+    const Value* res = op.result;
+    Sharding decided = normalize(res->sharding, res->type.rank());
+    decided.partial.clear();
+    switch (op.kind) {
+      case OpKind::Param: {
+        const Param* p = mod_.findParam(op.attrs.getString("name"));
+        GSL_ASSERT(p, "param op names an unknown param");
+        Sharding storage = normalize(p->sharding, p->type.rank());
+        Value* v = out_->append(OpKind::Param, {}, op.attrs, {res->type.dtype, shapeOf(res->type, storage)}, op.loc)->result;
+        map_[res] = tag({v, storage});
+        return;
+      }
+      case OpKind::Constant: {
+        Value* v = out_->append(OpKind::Constant, {}, op.attrs, {res->type.dtype, shapeOf(res->type, decided)}, op.loc)->result;
+        map_[res] = tag({v, decided});
+        return;
+      }
+      case OpKind::Copy: {
+        map_[res] = reshard(map_.at(op.operands[0]), decided, op.loc);
+        return;
+      }
+      case OpKind::RandomUniform: {
+        // Every rank draws the global stream and keeps its block (no traffic).
+        Local seed = reshard(map_.at(op.operands[0]), Sharding::replicated("", 0), op.loc);
+        Value* v = emit(OpKind::RandomUniform, {seed.v}, op.attrs, op.loc);
+        map_[res] = reshard(tag({v, Sharding::replicated("", res->type.rank())}), decided, op.loc);
+        return;
+      }
+      default: break;
+    }
+    DimLabels L = dimLabels(op);
+    // Label splits: from the result's decided sharding, then (contracted
+    // labels) from the operands as they lie now.
+    std::string mn = decided.mesh;
+    std::map<int, std::vector<std::string>> T;
+    std::set<std::string> used;
+    auto propose = [&](int label, const std::vector<std::string>& axes) {
+      if (axes.empty() || T.count(label) || L.unsplittable.count(label)) return;
+      for (const auto& a : axes)
+        if (used.count(a)) return;
+      T[label] = axes;
+      for (const auto& a : axes) used.insert(a);
+    };
+    for (size_t d = 0; d < L.result.size(); ++d) propose(L.result[d], decided.dims[d]);
+    std::set<int> resultLabels(L.result.begin(), L.result.end());
+    if (L.partialSum) {
+      for (size_t i = 0; i < op.operands.size(); ++i) {
+        const Sharding& s = map_.at(op.operands[i]).s;
+        if (s.mesh.empty() || (!mn.empty() && s.mesh != mn)) continue;
+        if (mn.empty()) mn = s.mesh;
+        for (size_t d = 0; d < L.operands[i].size(); ++d)
+          if (!resultLabels.count(L.operands[i][d])) propose(L.operands[i][d], s.dims[d]);
+      }
+    }
+    // Drop splits that do not divide every dim carrying the label.
+    auto checkDims = [&](const std::vector<int>& labels, const Shape& shape) {
+      for (size_t d = 0; d < labels.size(); ++d) {
+        auto it = T.find(labels[d]);
+        if (it != T.end() && shape[d] % product(mn, it->second) != 0) T.erase(it);
+      }
+    };
+    for (size_t i = 0; i < op.operands.size(); ++i) checkDims(L.operands[i], op.operands[i]->type.shape);
+    checkDims(L.result, res->type.shape);
+    auto shardingFor = [&](const std::vector<int>& labels) {
+      Sharding s = Sharding::replicated(mn, (int)labels.size());
+      for (size_t d = 0; d < labels.size(); ++d)
+        if (auto it = T.find(labels[d]); it != T.end()) s.dims[d] = it->second;
+      return s;
+    };
+    std::vector<Value*> operands;
+    for (size_t i = 0; i < op.operands.size(); ++i)
+      operands.push_back(reshard(map_.at(op.operands[i]), shardingFor(L.operands[i]), op.loc).v);
+    Sharding rs = shardingFor(L.result);
+    std::vector<std::string> partialAxes;
+    for (auto& [label, axes] : T)
+      if (!resultLabels.count(label)) partialAxes.insert(partialAxes.end(), axes.begin(), axes.end());
+    if (!mn.empty()) {
+      const Mesh& m = mesh(mn);
+      std::sort(partialAxes.begin(), partialAxes.end(),
+                [&](auto& a, auto& b) { return m.axisIndex(a) < m.axisIndex(b); });
+    }
+    rs.partial = partialAxes;
+    Shape localRes = shapeOf(res->type, rs);
+    AttrMap at = op.attrs;
+    if (op.kind == OpKind::Reshape || op.kind == OpKind::Broadcast) at.set("shape", localRes);
+    Value* v = emit(op.kind, operands, at, op.loc);
+    if (op.kind == OpKind::Mean && !partialAxes.empty()) {
+      // mean over a split dim: each rank's local mean, weighted by its share
+      // of the elements, sums to the global mean.
+      double share = 1.0 / (double)product(mn, partialAxes);
+      AttrMap c;
+      c.set("value", share);
+      Value* k = out_->append(OpKind::Constant, {}, c, {DType::F32, {}}, op.loc)->result;
+      v = emit(OpKind::Mul, {v, k}, {}, op.loc);
+    }
+    GSL_ASSERT(v->type.shape == localRes,
+               std::string("partitioner: local ") + opName(op.kind) + " has shape " + shapeStr(v->type.shape) +
+                   ", expected " + shapeStr(localRes));
+    if (mn.empty()) rs = Sharding::replicated("", res->type.rank());
+    map_[res] = tag({v, rs});
+  }
+};
+
+}  // namespace
+
+Shape localShape(const Module& m, const TensorType& t, const std::optional<Sharding>& s) {
+  if (!s) return t.shape;
+  Shape r = t.shape;
+  const Mesh* mesh = m.findMesh(s->mesh);
+  for (size_t d = 0; d < r.size() && d < s->dims.size() && mesh; ++d)
+    for (const auto& a : s->dims[d]) r[d] /= mesh->axisSize(a);
+  return r;
+}
+
+std::unique_ptr<Function> partitionFunction(const Module& m, const Function& global) {
+  Partitioner p(m, global);
+  return p.run();
+}
+
+}  // namespace gsl::passes

@@ -1,0 +1,36 @@
+// SPMD partitioner: rewrites a global function whose values carry
+// shardings (after passes/ShardingPropagation) into ONE per-rank program
+// with local shapes, parameterised by the rank at run time (collectives
+// and shard_slice find the rank's group and block when they run). So the
+// program, and the time to build it, do not depend on the number of ranks.
+//
+// Each op is partitioned by its dimension labelling (ir/ShardRules.h): the
+// split of every label is taken from the op's result sharding (and, for
+// contracted labels, from the operands), operands are resharded to match,
+// and the op runs on local blocks. Contracting a split label leaves a
+// partial sum, resolved where a consumer needs the value: by reduce_scatter
+// when the consumer wants it split along that axis, else by all_reduce.
+//
+// Resharding between two shardings picks, dim by dim:
+//   replicated -> split          shard_slice (local, no traffic)
+//   split dim moves to another   all_to_all
+//   split -> unsplit             all_gather
+//   partial -> split             reduce_scatter
+//   partial -> replicated        all_reduce
+#pragma once
+#include <memory>
+
+#include "ir/Module.h"
+
+namespace gsl::passes {
+
+// `global` must have a sharding decision on its values (unannotated ones
+// are replicated). Results are resharded to `global.resultShardings` where
+// given, else to their propagated sharding; the per-rank function's
+// resultShardings record how each result lies.
+std::unique_ptr<ir::Function> partitionFunction(const ir::Module& m, const ir::Function& global);
+
+// The local shape of `t` under `s` (each split dim divided by its axes).
+ir::Shape localShape(const ir::Module& m, const ir::TensorType& t, const std::optional<ir::Sharding>& s);
+
+}  // namespace gsl::passes

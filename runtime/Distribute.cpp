@@ -1,0 +1,50 @@
+#include "runtime/Distribute.h"
+
+#include <cstring>
+
+#include "backend/Kernels.h"
+#include "passes/SpmdPartitioner.h"
+#include "support/Diagnostics.h"
+
+namespace gsl::runtime {
+
+using backend::Tensor;
+
+Tensor localBlock(const ir::Module& m, const Tensor& global, const std::optional<ir::Sharding>& s, int rank) {
+  if (!s || s->isReplicated()) return global;
+  const ir::Mesh* mesh = m.findMesh(s->mesh);
+  GSL_ASSERT(mesh, "localBlock: unknown mesh");
+  ir::Shape local = passes::localShape(m, global.type(), s);
+  int r = global.rank();
+  std::vector<int64_t> offset(r, 0);
+  for (int d = 0; d < r; ++d) {
+    if (s->dims[d].empty()) continue;
+    std::vector<int64_t> axes;
+    for (const auto& a : s->dims[d]) axes.push_back(mesh->axisIndex(a));
+    int index = 0;
+    backend::collectiveGroup(*mesh, axes, rank, &index);
+    offset[d] = index * local[d];
+  }
+  Tensor out(ir::TensorType{global.dtype(), local});
+  if (out.size() == 0) return out;
+  auto gs = global.strides(), ls = out.strides();
+  const int32_t* src = reinterpret_cast<const int32_t*>(global.raw());
+  int32_t* dst = reinterpret_cast<int32_t*>(out.raw());
+  // Copy rows of the innermost dim.
+  int64_t inner = r ? local[r - 1] : 1;
+  int64_t rows = out.size() / inner;
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t so = 0, rem = row;
+    for (int d = r - 2; d >= 0; --d) {
+      idx[d] = rem % local[d];
+      rem /= local[d];
+    }
+    for (int d = 0; d < r - 1; ++d) so += (idx[d] + offset[d]) * gs[d];
+    if (r) so += offset[r - 1];
+    std::memcpy(dst + row * inner, src + so, inner * 4);
+  }
+  return out;
+}
+
+}  // namespace gsl::runtime

@@ -1,0 +1,317 @@
+#include "runtime/MpiComm.h"
+
+#define OMPI_SKIP_MPICXX 1  // the C API only
+#include <mpi.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+
+#include "runtime/ThreadComm.h"  // CommVolume
+
+namespace gsl::runtime {
+
+using backend::CommError;
+using backend::ReduceOp;
+
+namespace {
+
+bool mpiInitialized() {
+  int f = 0;
+  MPI_Initialized(&f);
+  return f != 0;
+}
+
+bool mpiFinalized() {
+  int f = 0;
+  MPI_Finalized(&f);
+  return f != 0;
+}
+
+void initMpi(int* argc, char*** argv) {
+  int provided = 0;
+  int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  if (rc != MPI_SUCCESS) throw CommError("MPI_Init_thread failed");
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+}
+
+void finalizeAtExit() {
+  if (mpiInitialized() && !mpiFinalized()) MPI_Finalize();
+}
+
+// Throws CommError for a failed MPI call.
+void check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) len = 0;
+  throw CommError(std::string(what) + " failed: " + (len ? std::string(text, (size_t)len) : "error " + std::to_string(rc)));
+}
+
+// A buffer of `bytes` bytes as (count, datatype) with an int count.
+void asWords(size_t bytes, int* count, MPI_Datatype* type) {
+  if (bytes <= (size_t)INT_MAX) {
+    *count = (int)bytes;
+    *type = MPI_BYTE;
+  } else if (bytes % 4 == 0 && bytes / 4 <= (size_t)INT_MAX) {
+    *count = (int)(bytes / 4);
+    *type = MPI_INT32_T;
+  } else {
+    throw CommError("MPI message of " + std::to_string(bytes) + " bytes is too large");
+  }
+}
+
+MPI_Datatype mpiType(ir::DType dt) {
+  if (dt == ir::DType::F32) return MPI_FLOAT;
+  if (dt == ir::DType::I32) return MPI_INT32_T;
+  throw CommError(std::string("MPI reduction of unsupported dtype ") + ir::dtypeName(dt));
+}
+
+MPI_Op mpiOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return MPI_SUM;
+    case ReduceOp::Max: return MPI_MAX;
+    case ReduceOp::Min: return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+const char* reduceName(int op) { return op == 0 ? "sum" : op == 1 ? "max" : "min"; }
+
+std::string groupStr(const std::vector<int>& g) {
+  std::string s = "[";
+  for (size_t i = 0; i < g.size(); ++i) s += (i ? ", " : "") + std::to_string(g[i]);
+  return s + "]";
+}
+
+// A call's signature, exchanged before the collective: all members must agree.
+enum Kind : int64_t { kAllGather = 1, kAllReduce, kReduceScatter, kAllToAll, kPermute };
+struct Signature {
+  int64_t kind = 0, bytes = 0, dtype = -1, extra = -1;  // extra: reduce op, or a perm hash
+};
+
+const char* kindName(int64_t k) {
+  switch (k) {
+    case kAllGather: return "all_gather";
+    case kAllReduce: return "all_reduce";
+    case kReduceScatter: return "reduce_scatter";
+    case kAllToAll: return "all_to_all";
+    case kPermute: return "collective_permute";
+  }
+  return "an unknown collective";
+}
+
+std::string describe(const Signature& s, bool detail) {
+  std::string r = std::string(kindName(s.kind)) + " of " + std::to_string(s.bytes) + " bytes";
+  if (!detail) return r;
+  if (s.kind == kAllReduce)
+    r += std::string(" (") + ir::dtypeName((ir::DType)s.dtype) + " " + reduceName((int)s.extra) + ")";
+  else if (s.kind == kReduceScatter)
+    r += std::string(" (") + ir::dtypeName((ir::DType)s.dtype) + ")";
+  else if (s.kind == kPermute)
+    r += " (perm hash " + std::to_string(s.extra) + ")";
+  return r;
+}
+
+}  // namespace
+
+// ================================================================ session
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  if (!mpiInitialized()) {
+    initMpi(argc, argv);
+    owner_ = true;
+  }
+}
+
+MpiSession::~MpiSession() {
+  if (owner_ && !mpiFinalized()) MPI_Finalize();
+}
+
+void MpiSession::ensure() {
+  if (mpiInitialized()) return;
+  initMpi(nullptr, nullptr);
+  std::atexit(finalizeAtExit);
+}
+
+bool MpiSession::launchedByMpirun() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+// ================================================================ communicator
+
+struct MpiComm::Impl {
+  std::map<std::vector<int>, MPI_Comm> comms;  // by group (world ranks, member order)
+  int rank = 0, size = 1;
+
+  ~Impl() {
+    if (!mpiInitialized() || mpiFinalized()) return;
+    for (auto& [g, c] : comms) MPI_Comm_free(&c);
+  }
+
+  // The communicator of `group` (member i has rank i in it) and this rank's
+  // index. Created on first use by the group's members only.
+  MPI_Comm comm(const std::vector<int>& group, int* me) {
+    *me = -1;
+    std::vector<bool> seen((size_t)size, false);
+    bool identity = (int)group.size() == size;
+    for (size_t i = 0; i < group.size(); ++i) {
+      int g = group[i];
+      if (g < 0 || g >= size || seen[g])
+        throw CommError("malformed collective group " + groupStr(group) + " in a world of " + std::to_string(size));
+      seen[g] = true;
+      if (g == rank) *me = (int)i;
+      identity = identity && g == (int)i;
+    }
+    if (*me < 0)
+      throw CommError("rank " + std::to_string(rank) + " called a collective of group " + groupStr(group) +
+                      " it is not a member of");
+    if (group.size() == 1) return MPI_COMM_SELF;
+    if (identity) return MPI_COMM_WORLD;
+    auto it = comms.find(group);
+    if (it != comms.end()) return it->second;
+    MPI_Group world, sub;
+    check(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group");
+    check(MPI_Group_incl(world, (int)group.size(), group.data(), &sub), "MPI_Group_incl");
+    // The tag tells apart creations of different groups that may overlap in time.
+    int tag = (int)(std::hash<std::string>{}(groupStr(group)) % 30000) + 1;
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc = MPI_Comm_create_group(MPI_COMM_WORLD, sub, tag, &c);
+    MPI_Group_free(&sub);
+    MPI_Group_free(&world);
+    check(rc, "MPI_Comm_create_group");
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    comms[group] = c;
+    return c;
+  }
+
+  // Exchanges the members' call signatures; throws the same CommError on
+  // every member if any differs from member 0's.
+  void checkCall(MPI_Comm c, const std::vector<int>& group, const Signature& mine) {
+    if (group.size() == 1) return;
+    int64_t s[4] = {mine.kind, mine.bytes, mine.dtype, mine.extra};
+    std::vector<int64_t> all(4 * group.size());
+    check(MPI_Allgather(s, 4, MPI_INT64_T, all.data(), 4, MPI_INT64_T, c), "MPI_Allgather");
+    auto sig = [&](size_t m) { return Signature{all[4 * m], all[4 * m + 1], all[4 * m + 2], all[4 * m + 3]}; };
+    const Signature a = sig(0);
+    for (size_t m = 1; m < group.size(); ++m) {
+      const Signature b = sig(m);
+      if (a.kind == b.kind && a.bytes == b.bytes && a.dtype == b.dtype && a.extra == b.extra) continue;
+      bool detail = a.kind == b.kind && a.bytes == b.bytes;
+      throw CommError("collective mismatch: rank " + std::to_string(group[0]) + " called " + describe(a, detail) +
+                      " but rank " + std::to_string(group[m]) + " called " + describe(b, detail));
+    }
+  }
+};
+
+MpiComm::MpiComm() : impl_(std::make_unique<Impl>()) {
+  MpiSession::ensure();
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
+  check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+  impl_->rank = rank_;
+  impl_->size = size_;
+}
+
+MpiComm::~MpiComm() = default;
+
+void MpiComm::allGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
+  int me;
+  MPI_Comm c = impl_->comm(group, &me);
+  if (checkCalls_) impl_->checkCall(c, group, {kAllGather, (int64_t)bytes});
+  if (bytes) {
+    int count;
+    MPI_Datatype t;
+    asWords(bytes, &count, &t);
+    check(MPI_Allgather(send, count, t, recv, count, t, c), "MPI_Allgather");
+  }
+  stats.add("all_gather", CommVolume::allGather(group.size(), bytes));
+}
+
+void MpiComm::allReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt, ReduceOp op) {
+  int me;
+  MPI_Comm c = impl_->comm(group, &me);
+  MPI_Datatype t = mpiType(dt);
+  if (checkCalls_) impl_->checkCall(c, group, {kAllReduce, (int64_t)(count * 4), (int64_t)dt, (int64_t)op});
+  for (size_t done = 0; done < count;) {  // int counts: large buffers go in chunks
+    size_t chunk = std::min(count - done, (size_t)INT_MAX);
+    check(MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + done * 4, (int)chunk, t, mpiOp(op), c),
+          "MPI_Allreduce");
+    done += chunk;
+  }
+  stats.add("all_reduce", CommVolume::allReduce(group.size(), count * 4));
+}
+
+void MpiComm::reduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt,
+                            void* recv) {
+  int me;
+  MPI_Comm c = impl_->comm(group, &me);
+  MPI_Datatype t = mpiType(dt);
+  if (checkCalls_) impl_->checkCall(c, group, {kReduceScatter, (int64_t)(count * 4 * group.size()), (int64_t)dt});
+  if (count > (size_t)INT_MAX) throw CommError("reduce_scatter of " + std::to_string(count) + " elements is too large");
+  if (count) check(MPI_Reduce_scatter_block(send, recv, (int)count, t, MPI_SUM, c), "MPI_Reduce_scatter_block");
+  stats.add("reduce_scatter", CommVolume::reduceScatter(group.size(), count * 4));
+}
+
+void MpiComm::allToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
+  int me;
+  MPI_Comm c = impl_->comm(group, &me);
+  if (checkCalls_) impl_->checkCall(c, group, {kAllToAll, (int64_t)(bytes * group.size())});
+  if (bytes) {
+    int count;
+    MPI_Datatype t;
+    asWords(bytes, &count, &t);
+    check(MPI_Alltoall(send, count, t, recv, count, t, c), "MPI_Alltoall");
+  }
+  stats.add("all_to_all", CommVolume::allToAll(group.size(), bytes));
+}
+
+void MpiComm::permute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
+                      size_t bytes, void* recv) {
+  int me;
+  MPI_Comm c = impl_->comm(group, &me);
+  const size_t n = group.size();
+  std::vector<int> inverse(n, -1);
+  bool ok = perm.size() == n;
+  for (size_t i = 0; ok && i < n; ++i) {
+    ok = perm[i] >= 0 && perm[i] < (int64_t)n && inverse[perm[i]] < 0;
+    if (ok) inverse[perm[i]] = (int)i;
+  }
+  std::string p = "[";
+  for (size_t i = 0; i < perm.size(); ++i) p += (i ? ", " : "") + std::to_string(perm[i]);
+  p += "]";
+  if (!ok) throw CommError("collective_permute: perm " + p + " is not a permutation of " + std::to_string(n) + " members");
+  if (checkCalls_)
+    impl_->checkCall(c, group, {kPermute, (int64_t)bytes, -1, (int64_t)(std::hash<std::string>{}(p) & 0x7fffffff)});
+  const int from = (int)perm[me], to = inverse[me];
+  if (bytes && from == me) {
+    if (recv != send) std::memmove(recv, send, bytes);
+  } else if (bytes) {
+    int count;
+    MPI_Datatype t;
+    asWords(bytes, &count, &t);
+    constexpr int kTag = 17;
+    if (recv == send) {
+      check(MPI_Sendrecv_replace(recv, count, t, to, kTag, from, kTag, c, MPI_STATUS_IGNORE), "MPI_Sendrecv_replace");
+    } else {
+      check(MPI_Sendrecv(send, count, t, to, kTag, recv, count, t, from, kTag, c, MPI_STATUS_IGNORE), "MPI_Sendrecv");
+    }
+  }
+  stats.add("collective_permute", CommVolume::permute(from == me, bytes));
+}
+
+void MpiComm::barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+
+void MpiComm::abort(const std::string& why) {
+  std::fprintf(stderr, "gsl: rank %d failed: %s\n", rank_, why.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();  // MPI_Abort does not return
+}
+
+}  // namespace gsl::runtime

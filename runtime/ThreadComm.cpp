@@ -1,0 +1,388 @@
+#include "runtime/ThreadComm.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <thread>
+
+namespace gsl::runtime {
+
+using backend::CommError;
+using backend::ReduceOp;
+
+namespace {
+
+// How often a blocked rank re-checks the world's failure flag even without
+// a notification (abort notifies, so this is only a safety net).
+constexpr auto kRecheck = std::chrono::milliseconds(20);
+
+std::string groupStr(const std::vector<int>& g) {
+  std::string s = "[";
+  for (size_t i = 0; i < g.size(); ++i) s += (i ? ", " : "") + std::to_string(g[i]);
+  return s + "]";
+}
+
+const char* reduceName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+  }
+  return "?";
+}
+
+// Reduces n arrays of `count` 4-byte elements (in member order, so every
+// member computes bit-identical results) into `out`.
+template <typename T>
+void reduceInto(T* out, const std::vector<const T*>& src, size_t count, ReduceOp op) {
+  std::memcpy(out, src[0], count * sizeof(T));
+  for (size_t m = 1; m < src.size(); ++m) {
+    const T* s = src[m];
+    switch (op) {
+      case ReduceOp::Sum:
+        if constexpr (std::is_same_v<T, int32_t>) {
+          // i32 arithmetic wraps, as in the kernels.
+          for (size_t i = 0; i < count; ++i) out[i] = (int32_t)((uint32_t)out[i] + (uint32_t)s[i]);
+        } else {
+          for (size_t i = 0; i < count; ++i) out[i] += s[i];
+        }
+        break;
+      case ReduceOp::Max:
+        for (size_t i = 0; i < count; ++i) out[i] = std::max(out[i], s[i]);
+        break;
+      case ReduceOp::Min:
+        for (size_t i = 0; i < count; ++i) out[i] = std::min(out[i], s[i]);
+        break;
+    }
+  }
+}
+
+void reduceWords(void* out, const std::vector<const void*>& src, size_t count, ir::DType dt, ReduceOp op) {
+  if (dt == ir::DType::F32) {
+    std::vector<const float*> s;
+    for (const void* p : src) s.push_back(static_cast<const float*>(p));
+    reduceInto(static_cast<float*>(out), s, count, op);
+  } else {
+    std::vector<const int32_t*> s;
+    for (const void* p : src) s.push_back(static_cast<const int32_t*>(p));
+    reduceInto(static_cast<int32_t*>(out), s, count, op);
+  }
+}
+
+}  // namespace
+
+// ================================================================ the world
+
+// One rank's side of a collective call: what must match across members, and
+// the buffer peers read from.
+struct ThreadWorld::Call {
+  std::string kind;    // "all_reduce", ...
+  uint64_t bytes = 0;  // size of the call (the send buffer)
+  std::string detail;  // further parameters that must match ("f32 sum", a perm)
+  const void* send = nullptr;
+
+  std::string str() const { return kind + " of " + std::to_string(bytes) + " bytes"; }
+};
+
+struct ThreadWorld::Rendezvous {
+  explicit Rendezvous(const std::vector<int>& g) : group(g), posts(g.size(), nullptr) {}
+  std::vector<int> group;
+  std::condition_variable cv;
+  std::vector<const Call*> posts;  // by member index
+  size_t posted = 0;
+  bool complete = false;  // every member posted
+  size_t done = 0;        // members finished reading
+};
+
+ThreadWorld::ThreadWorld(int size) : size_(size), waitingIn_(size, nullptr), finished_(size, false) {
+  if (size < 1) throw CommError("thread world needs at least one rank, got " + std::to_string(size));
+}
+
+ThreadWorld::~ThreadWorld() = default;
+
+bool ThreadWorld::failed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failedFlag_;
+}
+
+std::string ThreadWorld::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+void ThreadWorld::failLocked(const std::string& msg) {
+  if (failedFlag_) return;  // the first failure wins
+  failedFlag_ = true;
+  failure_ = msg;
+  for (auto& [key, r] : open_) r->cv.notify_all();
+}
+
+void ThreadWorld::abort(int rank, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  failLocked("rank " + std::to_string(rank) + " failed: " + why);
+}
+
+void ThreadWorld::finished(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (rank < 0 || rank >= size_ || finished_[rank]) return;
+  finished_[rank] = true;
+  ++finishedCount_;
+  checkDeadlockLocked();
+}
+
+void ThreadWorld::throwFailure() const { throw CommError(failure_); }
+
+// Every rank is either finished or blocked in a collective that still lacks
+// members: none of them can ever arrive.
+void ThreadWorld::checkDeadlockLocked() {
+  if (failedFlag_ || waiting_ == 0 || waiting_ + finishedCount_ < size_) return;
+  std::string msg = "collective deadlock:";
+  int listed = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (listed == 4) {
+      msg += " ...";
+      break;
+    }
+    const Rendezvous* rv = waitingIn_[r];
+    if (!rv) continue;
+    size_t idx = (size_t)(std::find(rv->group.begin(), rv->group.end(), r) - rv->group.begin());
+    msg += std::string(listed ? ";" : "") + " rank " + std::to_string(r) + " waits in " + rv->posts[idx]->str() +
+           " over ranks " + groupStr(rv->group);
+    ++listed;
+  }
+  std::string fin;
+  for (int r = 0; r < size_; ++r)
+    if (finished_[r]) fin += (fin.empty() ? "" : ", ") + std::to_string(r);
+  if (!fin.empty()) msg += std::string("; rank") + (finishedCount_ > 1 ? "s " : " ") + fin + " finished";
+  failLocked(msg);
+}
+
+void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t seq, const Call& call,
+                             const std::function<void(const std::vector<const Call*>&)>& body) {
+  const size_t n = group.size();
+  const size_t me = (size_t)(std::find(group.begin(), group.end(), rank) - group.begin());
+  std::unique_lock<std::mutex> lock(mu_);
+  if (failedFlag_) throwFailure();
+
+  // 1. Post, and wait until every member has posted.
+  auto key = std::make_pair(group, seq);
+  std::shared_ptr<Rendezvous>& slot = open_[key];
+  if (!slot) slot = std::make_shared<Rendezvous>(group);
+  std::shared_ptr<Rendezvous> r = slot;
+  r->posts[me] = &call;
+  if (++r->posted == n) {
+    r->complete = true;
+    waiting_ -= (int)(n - 1);
+    for (int m : group) waitingIn_[m] = nullptr;
+    r->cv.notify_all();
+  } else {
+    ++waiting_;
+    waitingIn_[rank] = r.get();
+    checkDeadlockLocked();
+    while (!r->complete) {
+      // Failing is only safe before the rendezvous completes: afterwards
+      // peers may be reading this rank's buffer.
+      if (failedFlag_) throwFailure();
+      r->cv.wait_for(lock, kRecheck);
+    }
+  }
+
+  // 2. Check that the calls match: every member compares everyone against
+  // member 0, so all of them report the same mismatch.
+  std::string mismatch;
+  for (size_t m = 1; m < n && mismatch.empty(); ++m) {
+    const Call& a = *r->posts[0];
+    const Call& b = *r->posts[m];
+    if (a.kind == b.kind && a.bytes == b.bytes && a.detail == b.detail) continue;
+    bool onlyDetail = a.kind == b.kind && a.bytes == b.bytes;
+    mismatch = "collective mismatch: rank " + std::to_string(group[0]) + " called " + a.str() +
+               (onlyDetail ? " (" + a.detail + ")" : "") + " but rank " + std::to_string(group[m]) +
+               " called " + b.str() + (onlyDetail ? " (" + b.detail + ")" : "");
+  }
+
+  // 3. Copy from the peers' buffers (outside the lock: the posts no longer change).
+  std::exception_ptr err;
+  if (mismatch.empty()) {
+    lock.unlock();
+    try {
+      body(r->posts);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    lock.lock();
+  }
+
+  // 4. Wait until every member is done reading. Not interruptible by a
+  // failure: reading never blocks, so this wait is short.
+  if (++r->done == n) {
+    open_.erase(key);
+    r->cv.notify_all();
+  } else {
+    while (r->done < n) r->cv.wait_for(lock, kRecheck);
+  }
+  lock.unlock();
+  if (!mismatch.empty()) throw CommError(mismatch);
+  if (err) std::rethrow_exception(err);
+}
+
+// ================================================================ a rank
+
+ThreadComm::ThreadComm(ThreadWorld& world, int rank) : world_(world), rank_(rank) {
+  if (rank < 0 || rank >= world.size())
+    throw CommError("rank " + std::to_string(rank) + " is outside the world of " + std::to_string(world.size()));
+}
+
+int ThreadComm::memberIndex(const std::vector<int>& group) const {
+  int me = -1;
+  std::vector<bool> seen(world_.size(), false);
+  for (size_t i = 0; i < group.size(); ++i) {
+    int g = group[i];
+    if (g < 0 || g >= world_.size() || seen[g])
+      throw CommError("malformed collective group " + groupStr(group) + " in a world of " +
+                      std::to_string(world_.size()));
+    seen[g] = true;
+    if (g == rank_) me = (int)i;
+  }
+  if (me < 0)
+    throw CommError("rank " + std::to_string(rank_) + " called a collective of group " + groupStr(group) +
+                    " it is not a member of");
+  return me;
+}
+
+void ThreadComm::allGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
+  memberIndex(group);
+  const size_t n = group.size();
+  ThreadWorld::Call call{"all_gather", bytes, "", send};
+  world_.collective(rank_, group, nextSeq(group), call, [&](const std::vector<const ThreadWorld::Call*>& posts) {
+    for (size_t m = 0; m < n; ++m)
+      if (bytes) std::memcpy(static_cast<char*>(recv) + m * bytes, posts[m]->send, bytes);
+  });
+  stats.add("all_gather", CommVolume::allGather(n, bytes));
+}
+
+void ThreadComm::allReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt, ReduceOp op) {
+  memberIndex(group);
+  if (dt != ir::DType::F32 && dt != ir::DType::I32)
+    throw CommError(std::string("all_reduce of unsupported dtype ") + ir::dtypeName(dt));
+  const size_t n = group.size();
+  const uint64_t bytes = count * 4;
+  // Peers read `data` until everyone is done, so the result is built aside
+  // and written back only after the rendezvous.
+  std::vector<int32_t> result(count);
+  ThreadWorld::Call call{"all_reduce", bytes, std::string(ir::dtypeName(dt)) + " " + reduceName(op), data};
+  world_.collective(rank_, group, nextSeq(group), call, [&](const std::vector<const ThreadWorld::Call*>& posts) {
+    std::vector<const void*> src;
+    for (const auto* p : posts) src.push_back(p->send);
+    if (count) reduceWords(result.data(), src, count, dt, op);
+  });
+  if (count) std::memcpy(data, result.data(), bytes);
+  stats.add("all_reduce", CommVolume::allReduce(n, bytes));
+}
+
+void ThreadComm::reduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt,
+                               void* recv) {
+  const int me = memberIndex(group);
+  if (dt != ir::DType::F32 && dt != ir::DType::I32)
+    throw CommError(std::string("reduce_scatter of unsupported dtype ") + ir::dtypeName(dt));
+  const size_t n = group.size();
+  const uint64_t block = count * 4;
+  ThreadWorld::Call call{"reduce_scatter", block * n, ir::dtypeName(dt), send};
+  world_.collective(rank_, group, nextSeq(group), call, [&](const std::vector<const ThreadWorld::Call*>& posts) {
+    std::vector<const void*> src;
+    for (const auto* p : posts) src.push_back(static_cast<const char*>(p->send) + me * block);
+    if (count) reduceWords(recv, src, count, dt, ReduceOp::Sum);
+  });
+  stats.add("reduce_scatter", CommVolume::reduceScatter(n, block));
+}
+
+void ThreadComm::allToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
+  const int me = memberIndex(group);
+  const size_t n = group.size();
+  ThreadWorld::Call call{"all_to_all", bytes * n, "", send};
+  world_.collective(rank_, group, nextSeq(group), call, [&](const std::vector<const ThreadWorld::Call*>& posts) {
+    for (size_t m = 0; m < n; ++m)
+      if (bytes)
+        std::memcpy(static_cast<char*>(recv) + m * bytes, static_cast<const char*>(posts[m]->send) + me * bytes,
+                    bytes);
+  });
+  stats.add("all_to_all", CommVolume::allToAll(n, bytes));
+}
+
+void ThreadComm::permute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
+                         size_t bytes, void* recv) {
+  const int me = memberIndex(group);
+  const size_t n = group.size();
+  std::vector<bool> seen(n, false);
+  bool ok = perm.size() == n;
+  for (size_t i = 0; ok && i < n; ++i) {
+    ok = perm[i] >= 0 && perm[i] < (int64_t)n && !seen[perm[i]];
+    if (ok) seen[perm[i]] = true;
+  }
+  std::string p = "perm [";
+  for (size_t i = 0; i < perm.size(); ++i) p += (i ? ", " : "") + std::to_string(perm[i]);
+  p += "]";
+  if (!ok) throw CommError("collective_permute: " + p + " is not a permutation of " + std::to_string(n) + " members");
+  ThreadWorld::Call call{"collective_permute", bytes, p, send};
+  const int64_t from = perm[me];
+  world_.collective(rank_, group, nextSeq(group), call, [&](const std::vector<const ThreadWorld::Call*>& posts) {
+    if (bytes) std::memmove(recv, posts[from]->send, bytes);  // send may equal recv when from == me
+  });
+  stats.add("collective_permute", CommVolume::permute(from == me, bytes));
+}
+
+void ThreadComm::barrier() {
+  std::vector<int> all(world_.size());
+  for (int i = 0; i < world_.size(); ++i) all[i] = i;
+  ThreadWorld::Call call{"barrier", 0, "", nullptr};
+  world_.collective(rank_, all, nextSeq(all), call, [](const std::vector<const ThreadWorld::Call*>&) {});
+}
+
+void ThreadComm::abort(const std::string& why) { world_.abort(rank_, why); }
+
+// ================================================================ runRanks
+
+std::vector<std::exception_ptr> runRanks(int n, const std::function<void(int, backend::Communicator&)>& body) {
+  ThreadWorld world(n);
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&world, &errors, &body, r] {
+      try {
+        ThreadComm comm(world, r);
+        body(r, comm);
+      } catch (const std::exception& e) {
+        errors[r] = std::current_exception();
+        world.abort(r, e.what());
+      } catch (...) {
+        errors[r] = std::current_exception();
+        world.abort(r, "unknown exception");
+      }
+      world.finished(r);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+std::exception_ptr rootCause(const std::vector<std::exception_ptr>& errors) {
+  std::exception_ptr firstComm;
+  for (const auto& e : errors) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const CommError&) {
+      if (!firstComm) firstComm = e;
+    } catch (...) {
+      return e;
+    }
+  }
+  return firstComm;
+}
+
+void runRanksOrThrow(int n, const std::function<void(int, backend::Communicator&)>& body) {
+  if (auto e = rootCause(runRanks(n, body))) std::rethrow_exception(e);
+}
+
+}  // namespace gsl::runtime

@@ -1,0 +1,137 @@
+// Shared-memory communication for N ranks run as threads of one process.
+//
+// A ThreadWorld is the state the ranks share; each rank thread owns one
+// ThreadComm referencing it. A collective is a rendezvous keyed by (group,
+// the group's call sequence number on the calling rank): every member posts
+// a description of its call and its buffer pointers, blocks (condition
+// variable, never spinning) until all members posted, checks that the calls
+// match, copies what it needs straight out of its peers' buffers, and then
+// blocks until every member finished reading, so no buffer is released
+// while a peer may still read it.
+//
+// Failures never hang: a mismatched call makes every member throw
+// CommError("collective mismatch: ..."); abort(why) (or runRanks seeing a
+// rank throw) marks the world failed and every blocked or later call throws
+// CommError("rank R failed: why"); and when every rank is either blocked in
+// an incomplete collective or finished (a rank skipped a collective its
+// peers entered), the world fails with "collective deadlock: ...".
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/Communicator.h"
+
+namespace gsl::runtime {
+
+// Bytes one rank sends in a collective of a group of n members, as counted
+// into Communicator::stats by every communicator (ring-algorithm volumes,
+// independent of how an implementation really moves the data).
+struct CommVolume {
+  // Own `bytes` to each of the n-1 peers.
+  static uint64_t allGather(size_t n, uint64_t bytes) { return bytes * (n - 1); }
+  // Ring all-reduce: reduce-scatter plus all-gather, 2 (n-1)/n of the buffer.
+  static uint64_t allReduce(size_t n, uint64_t bytes) { return 2 * (n - 1) * bytes / n; }
+  // (n-1)/n of the full input (`blockBytes` is one of its n blocks).
+  static uint64_t reduceScatter(size_t n, uint64_t blockBytes) { return (n - 1) * blockBytes; }
+  // Every block except the one kept.
+  static uint64_t allToAll(size_t n, uint64_t blockBytes) { return (n - 1) * blockBytes; }
+  // The buffer, unless this member keeps its own.
+  static uint64_t permute(bool toSelf, uint64_t bytes) { return toSelf ? 0 : bytes; }
+};
+
+class ThreadWorld {
+ public:
+  explicit ThreadWorld(int size);
+  ~ThreadWorld();
+  ThreadWorld(const ThreadWorld&) = delete;
+  ThreadWorld& operator=(const ThreadWorld&) = delete;
+
+  int size() const { return size_; }
+
+  // Marks the world failed because `rank` failed (the first failure wins):
+  // every blocked or later collective throws CommError("rank R failed: why").
+  void abort(int rank, const std::string& why);
+  // Reports that `rank` will make no more collective calls (its thread
+  // ended); lets the world detect peers waiting for it forever.
+  void finished(int rank);
+  bool failed() const;
+  // The failure message ("" while the world is healthy).
+  std::string failure() const;
+
+ private:
+  friend class ThreadComm;
+  struct Rendezvous;
+  struct Call;
+
+  // Runs one collective for `rank`: posts `call`, waits for the group,
+  // checks the calls match, runs `body(posts)` (posts in member order) to
+  // copy from peers, then waits until every member is done.
+  void collective(int rank, const std::vector<int>& group, uint64_t seq, const Call& call,
+                  const std::function<void(const std::vector<const Call*>&)>& body);
+  void failLocked(const std::string& msg);  // mu_ held
+  void checkDeadlockLocked();               // mu_ held
+  [[noreturn]] void throwFailure() const;   // mu_ held
+
+  const int size_;
+  mutable std::mutex mu_;
+  std::string failure_;  // guarded by mu_; "" while healthy
+  bool failedFlag_ = false;
+  std::map<std::pair<std::vector<int>, uint64_t>, std::shared_ptr<Rendezvous>> open_;
+  std::vector<const Rendezvous*> waitingIn_;  // per rank: incomplete rendezvous it waits in
+  std::vector<bool> finished_;
+  int waiting_ = 0;   // ranks posted to an incomplete rendezvous
+  int finishedCount_ = 0;
+};
+
+class ThreadComm : public backend::Communicator {
+ public:
+  ThreadComm(ThreadWorld& world, int rank);
+
+  int rank() const override { return rank_; }
+  int size() const override { return world_.size(); }
+
+  void allGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) override;
+  void allReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt,
+                 backend::ReduceOp op) override;
+  void reduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt,
+                     void* recv) override;
+  void allToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) override;
+  void permute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
+               size_t bytes, void* recv) override;
+  void barrier() override;
+  void abort(const std::string& why) override;
+
+  ThreadWorld& world() { return world_; }
+
+ private:
+  // This rank's index in `group`, after checking the group is well formed.
+  int memberIndex(const std::vector<int>& group) const;
+  uint64_t nextSeq(const std::vector<int>& group) { return seq_[group]++; }
+
+  ThreadWorld& world_;
+  const int rank_;
+  std::map<std::vector<int>, uint64_t> seq_;  // calls made per group
+};
+
+// Runs `body(rank, comm)` on n threads sharing one ThreadWorld. When a rank
+// throws, the world is aborted with its message so that the others stop
+// instead of waiting for it. Joins every thread; returns one entry per rank
+// (null where the rank returned normally).
+std::vector<std::exception_ptr> runRanks(int n, const std::function<void(int rank, backend::Communicator&)>& body);
+
+// The error to report for a run: the lowest rank's exception that is not a
+// CommError (the root cause; the CommErrors are its consequences), else the
+// lowest rank's CommError; null if every rank succeeded.
+std::exception_ptr rootCause(const std::vector<std::exception_ptr>& errors);
+
+// runRanks, then rethrows rootCause() if any rank failed.
+void runRanksOrThrow(int n, const std::function<void(int rank, backend::Communicator&)>& body);
+
+}  // namespace gsl::runtime

@@ -1,0 +1,333 @@
+// Tests of the communication layer of SPMD execution: the thread
+// communicator (runtime/ThreadComm) and the collective kernels
+// (backend/Collectives.cpp, reached through evalOp).
+//
+// The collective cases and their independently computed expected values
+// live in comm_cases.h (shared with the MPI test, tests/mpi/). doctest
+// assertions run on the main thread only: rank threads just record what
+// they saw.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/Kernels.h"
+#include "ir/Function.h"
+#include "ir/OpTable.h"
+#include "runtime/ThreadComm.h"
+#include "comm_cases.h"
+
+using namespace gsl;
+using namespace gsl::backend;
+using gsl::runtime::runRanks;
+using gsl::runtime::runRanksOrThrow;
+using ir::AttrMap;
+using ir::DType;
+using ir::OpKind;
+using ir::Shape;
+using ir::TensorType;
+
+namespace {
+
+using namespace commtest;
+
+// Runs `c` on every rank of the mesh (ThreadComm ranks, through evalOp)
+// and checks every rank's output and stats.
+void runCase(const ir::Mesh& mesh, const Case& c) {
+  const int n = (int)mesh.numDevices();
+  std::vector<std::string> errors(n);
+  runRanksOrThrow(n, [&](int rank, Communicator& comm) {
+    KernelContext ctx;
+    ctx.rank = rank;
+    ctx.comm = &comm;
+    ctx.mesh = [&](const std::string& name) -> const ir::Mesh& {
+      if (name != mesh.name) throw std::runtime_error("unknown mesh " + name);
+      return mesh;
+    };
+    Tensor out = evalOp(*c.op->op, {input(c.dt, c.shape, rank)}, ctx);
+    errors[rank] = checkRank(c, mesh, rank, out, comm.stats);
+  });
+  for (auto& e : errors) CHECK_MESSAGE(e.empty(), e);
+}
+
+int checkAllCollectives(const ir::Mesh& mesh) {
+  auto cases = makeCases(mesh);
+  for (const Case& c : cases) runCase(mesh, c);
+  return (int)cases.size();
+}
+
+std::string commErrorOf(const std::exception_ptr& e) {
+  if (!e) return "<no error>";
+  try {
+    std::rethrow_exception(e);
+  } catch (const CommError& c) {
+    return c.what();
+  } catch (const std::exception& x) {
+    return std::string("<not a CommError> ") + x.what();
+  }
+  return "<unknown>";
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+TEST_CASE("collectiveGroup: members ordered by their coordinates along axes, major first") {
+  ir::Mesh m = makeMesh({{"a", 2}, {"b", 4}});
+  int idx = -1;
+  CHECK(collectiveGroup(m, {1}, 5, &idx) == std::vector<int>{4, 5, 6, 7});
+  CHECK(idx == 1);
+  CHECK(collectiveGroup(m, {0}, 5, &idx) == std::vector<int>{1, 5});
+  CHECK(idx == 1);
+  CHECK(collectiveGroup(m, {0, 1}, 6, &idx) == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(idx == 6);
+  CHECK(collectiveGroup(m, {1, 0}, 5, &idx) == std::vector<int>{0, 4, 1, 5, 2, 6, 3, 7});
+  CHECK(idx == 3);
+  CHECK(collectiveGroup(m, {}, 3, &idx) == std::vector<int>{3});
+  CHECK(idx == 0);
+  ir::Mesh c = makeMesh({{"a", 2}, {"b", 2}, {"c", 2}});
+  CHECK(collectiveGroup(c, {2, 0}, 2, &idx) == std::vector<int>{2, 6, 3, 7});
+  CHECK(idx == 0);
+  // Agrees with the independent definition everywhere.
+  for (const ir::Mesh& mesh : {m, c, makeMesh({{"x", 3}, {"y", 2}})})
+    for (const auto& axes : axisLists((int)mesh.axes.size()))
+      for (int r = 0; r < mesh.numDevices(); ++r) {
+        int i1 = -1, i2 = -2;
+        CHECK(collectiveGroup(mesh, axes, r, &i1) == refGroup(mesh, axes, r, &i2));
+        CHECK(i1 == i2);
+      }
+}
+
+TEST_CASE("collectives on thread ranks: world sizes 1, 2, 3, 4") {
+  for (const ir::Mesh& mesh : {makeMesh({{"x", 1}}), makeMesh({{"x", 2}}), makeMesh({{"x", 3}}), makeMesh({{"x", 4}}),
+                               makeMesh({{"a", 2}, {"b", 2}}), makeMesh({{"a", 3}, {"b", 1}})}) {
+    CAPTURE(mesh.str());
+    checkAllCollectives(mesh);
+  }
+}
+
+TEST_CASE("collectives on thread ranks: world size 8") {
+  for (const ir::Mesh& mesh :
+       {makeMesh({{"x", 8}}), makeMesh({{"a", 2}, {"b", 4}}), makeMesh({{"a", 2}, {"b", 2}, {"c", 2}})}) {
+    CAPTURE(mesh.str());
+    checkAllCollectives(mesh);
+  }
+}
+
+TEST_CASE("ThreadComm: bytes sent per collective") {
+  std::vector<CommStats> stats(4);
+  runRanksOrThrow(4, [&](int r, Communicator& c) {
+    std::vector<int> all = {0, 1, 2, 3};
+    std::vector<int32_t> buf(400), out(400);
+    c.allGather(all, buf.data(), 100, out.data());
+    c.allReduce(all, buf.data(), 100, DType::F32, ReduceOp::Sum);
+    c.reduceScatter(all, buf.data(), 10, DType::I32, out.data());
+    c.allToAll(all, buf.data(), 40, out.data());
+    c.permute(all, {1, 2, 3, 0}, buf.data(), 40, out.data());
+    c.permute({r}, {0}, buf.data(), 40, out.data());
+    c.barrier();
+    stats[r] = c.stats;
+  });
+  for (auto& s : stats) {
+    CHECK(s.bytesSent["all_gather"] == 300);
+    CHECK(s.bytesSent["all_reduce"] == 600);  // 2 (n-1)/n of 400 bytes
+    CHECK(s.bytesSent["reduce_scatter"] == 120);
+    CHECK(s.bytesSent["all_to_all"] == 120);
+    CHECK(s.bytesSent["collective_permute"] == 40);
+    CHECK(s.calls["collective_permute"] == 2);
+    CHECK(s.calls["all_reduce"] == 1);
+  }
+}
+
+TEST_CASE("ThreadComm: all_reduce of arbitrary floats is bit-identical on every rank") {
+  const int n = 5;
+  std::vector<std::vector<float>> results(n);
+  runRanksOrThrow(n, [&](int r, Communicator& c) {
+    std::vector<float> v(1000);
+    for (int i = 0; i < 1000; ++i) v[i] = 1.0f / (float)(r * 1000 + i + 3) * (i % 2 ? 1e4f : -1e-3f);
+    c.allReduce({0, 1, 2, 3, 4}, v.data(), v.size(), DType::F32, ReduceOp::Sum);
+    results[r] = v;
+  });
+  for (int r = 1; r < n; ++r) CHECK(std::memcmp(results[r].data(), results[0].data(), 4000) == 0);
+}
+
+TEST_CASE("ThreadComm: in-place permute and repeated calls on overlapping groups") {
+  std::vector<std::vector<int32_t>> got(4);
+  runRanksOrThrow(4, [&](int r, Communicator& c) {
+    std::vector<int32_t> v = {r, 10 * r};
+    for (int it = 0; it < 20; ++it) {
+      c.permute({0, 1, 2, 3}, {3, 0, 1, 2}, v.data(), 8, v.data());  // receive from the left neighbour
+      std::vector<int> pair = r < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3};
+      int32_t x = 1;
+      c.allReduce(pair, &x, 1, DType::I32, ReduceOp::Sum);
+      if (x != 2) throw std::runtime_error("pair sum");
+    }
+    got[r] = v;
+  });
+  for (int r = 0; r < 4; ++r) {
+    int src = ((r - 20) % 4 + 4) % 4;
+    CHECK(got[r] == std::vector<int32_t>{src, 10 * src});
+  }
+}
+
+TEST_CASE("ThreadComm: mismatched collectives make every member throw, without hanging") {
+  auto errs = runRanks(2, [](int r, Communicator& c) {
+    std::vector<float> buf(64);
+    std::vector<char> out(256);
+    if (r == 0)
+      c.allReduce({0, 1}, buf.data(), 64, DType::F32, ReduceOp::Sum);
+    else
+      c.allGather({0, 1}, buf.data(), 128, out.data());
+  });
+  const std::string want =
+      "collective mismatch: rank 0 called all_reduce of 256 bytes but rank 1 called all_gather of 128 bytes";
+  CHECK(commErrorOf(errs[0]) == want);
+  CHECK(commErrorOf(errs[1]) == want);
+
+  // Same kind and size, different reduction.
+  errs = runRanks(3, [](int r, Communicator& c) {
+    std::vector<int32_t> buf(4);
+    c.allReduce({0, 1, 2}, buf.data(), 4, DType::I32, r == 2 ? ReduceOp::Max : ReduceOp::Sum);
+  });
+  for (auto& e : errs)
+    CHECK(commErrorOf(e) ==
+          "collective mismatch: rank 0 called all_reduce of 16 bytes (i32 sum) but rank 2 called all_reduce of 16 "
+          "bytes (i32 max)");
+
+  // Different sizes of the same kind, after some matching calls.
+  errs = runRanks(4, [](int r, Communicator& c) {
+    std::vector<int32_t> buf(8), out(32);
+    for (int i = 0; i < 3; ++i) c.allGather({0, 1, 2, 3}, buf.data(), 16, out.data());
+    c.allGather({0, 1, 2, 3}, buf.data(), r == 3 ? 32 : 16, out.data());
+  });
+  for (auto& e : errs)
+    CHECK(commErrorOf(e) ==
+          "collective mismatch: rank 0 called all_gather of 16 bytes but rank 3 called all_gather of 32 bytes");
+}
+
+TEST_CASE("ThreadComm: abort makes blocked and later calls throw, naming the rank") {
+  auto errs = runRanks(4, [](int r, Communicator& c) {
+    if (r == 3) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the others block first
+      c.abort("boom");
+      return;
+    }
+    std::vector<float> v(16);
+    c.allReduce({0, 1, 2, 3}, v.data(), 16, DType::F32, ReduceOp::Sum);
+  });
+  for (int r = 0; r < 3; ++r) CHECK(commErrorOf(errs[r]) == "rank 3 failed: boom");
+  CHECK(!errs[3]);
+
+  // A later call, on any group, throws too.
+  std::atomic<int> threw{0};
+  runRanks(2, [&](int r, Communicator& c) {
+    if (r == 0) c.abort("early");
+    try {
+      c.barrier();
+    } catch (const CommError& e) {
+      if (std::string(e.what()) == "rank 0 failed: early") ++threw;
+    }
+    try {
+      int32_t x = 0;
+      c.allReduce({r}, &x, 1, DType::I32, ReduceOp::Sum);
+    } catch (const CommError&) {
+      ++threw;
+    }
+  });
+  CHECK(threw == 4);
+}
+
+TEST_CASE("runRanks: a rank's exception stops the others; the root cause is reported") {
+  auto t0 = std::chrono::steady_clock::now();
+  auto errs = runRanks(4, [](int r, Communicator& c) {
+    std::vector<float> v(16);
+    for (int it = 0; it < 5; ++it) {
+      if (r == 2 && it == 3) throw std::runtime_error("bad input");
+      c.allReduce({0, 1, 2, 3}, v.data(), 16, DType::F32, ReduceOp::Sum);
+    }
+  });
+  CHECK(secondsSince(t0) < 5);
+  for (int r : {0, 1, 3}) CHECK(commErrorOf(errs[r]) == "rank 2 failed: bad input");
+  CHECK(commErrorOf(errs[2]) == "<not a CommError> bad input");
+  CHECK_THROWS_WITH_AS(std::rethrow_exception(runtime::rootCause(errs)), "bad input", std::runtime_error);
+  CHECK(!runtime::rootCause(std::vector<std::exception_ptr>(3)));
+  CHECK_THROWS_WITH_AS(runRanksOrThrow(3,
+                                       [](int r, Communicator& c) {
+                                         if (r == 1) throw std::logic_error("rank one broke");
+                                         c.barrier();
+                                       }),
+                       "rank one broke", std::logic_error);
+}
+
+TEST_CASE("ThreadComm: a collective that some rank never calls ends in a deadlock error") {
+  auto t0 = std::chrono::steady_clock::now();
+  auto errs = runRanks(2, [](int r, Communicator& c) {
+    if (r == 0) return;  // skips the collective
+    int32_t x = 1;
+    c.allReduce({0, 1}, &x, 1, DType::I32, ReduceOp::Sum);
+  });
+  CHECK(!errs[0]);
+  CHECK(commErrorOf(errs[1]) ==
+        "collective deadlock: rank 1 waits in all_reduce of 4 bytes over ranks [0, 1]; rank 0 finished");
+  // A cycle of pairwise waits.
+  errs = runRanks(3, [](int r, Communicator& c) {
+    std::vector<int> g = r == 0 ? std::vector<int>{0, 1} : r == 1 ? std::vector<int>{1, 2} : std::vector<int>{0, 2};
+    int32_t x = 1;
+    c.allReduce(g, &x, 1, DType::I32, ReduceOp::Sum);
+  });
+  for (auto& e : errs) CHECK(commErrorOf(e).rfind("collective deadlock: rank 0 waits in all_reduce", 0) == 0);
+  CHECK(secondsSince(t0) < 5);
+}
+
+TEST_CASE("ThreadComm: malformed groups are errors") {
+  auto errs = runRanks(2, [](int r, Communicator& c) {
+    int32_t x = 0;
+    if (r == 0) c.allReduce({1}, &x, 1, DType::I32, ReduceOp::Sum);
+    else c.allReduce({1, 1}, &x, 1, DType::I32, ReduceOp::Sum);
+  });
+  CHECK(commErrorOf(errs[0]) == "rank 0 called a collective of group [1] it is not a member of");
+  CHECK(commErrorOf(errs[1]) == "malformed collective group [1, 1] in a world of 2");
+}
+
+TEST_CASE("ThreadComm: 64 ranks on few cores") {
+  auto t0 = std::chrono::steady_clock::now();
+  const int n = 64;
+  std::vector<int> bad(n, 0);
+  ir::Mesh mesh = makeMesh({{"a", 8}, {"b", 8}});
+  AttrMap a = baseAttrs({1}, 8);
+  a.set("dim", int64_t(0));
+  OneOp gather(OpKind::AllGather, {DType::I32, {2, 2}}, a);
+  runRanksOrThrow(n, [&](int r, Communicator& c) {
+    std::vector<int> all(n);
+    for (int i = 0; i < n; ++i) all[i] = i;
+    std::vector<float> v(256);
+    for (int it = 0; it < 50; ++it) {
+      for (int i = 0; i < 256; ++i) v[i] = (float)(r + i + it);
+      c.allReduce(all, v.data(), v.size(), DType::F32, ReduceOp::Sum);
+      for (int i = 0; i < 256; ++i)
+        if (v[i] != (float)(n * (n - 1) / 2 + n * (i + it))) ++bad[r];
+    }
+    KernelContext ctx;
+    ctx.rank = r;
+    ctx.comm = &c;
+    ctx.mesh = [&](const std::string&) -> const ir::Mesh& { return mesh; };
+    Tensor out = evalOp(*gather.op, {input(DType::I32, {2, 2}, r)}, ctx);
+    int row = r / 8;
+    for (int64_t i = 0; i < out.size(); ++i)
+      if (out.i32()[i] != word(DType::I32, row * 8 + (int)(i / 4), i % 4)) ++bad[r];
+  });
+  double s = secondsSince(t0);
+  MESSAGE("64 ranks x 50 all_reduce + all_gather: " << s << " s");
+  CHECK(s < 20);
+  for (int r = 0; r < n; ++r) CHECK(bad[r] == 0);
+}
