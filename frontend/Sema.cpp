@@ -376,17 +376,14 @@ class Sema {
         // Outside const expressions `/` is true division (f32) even when it
         // divides evenly: 6 / 3 is 2.0, as i32 / i32 on tensors.
         if (op == "/" && !exactDiv) return Num{false, 0, (double)a.i / (double)b.i};
-        if (op == "/" && a.i % b.i != 0) {
-          if (exactDiv) {
-            err(l, std::to_string(a.i) + " / " + std::to_string(b.i) + " is not exact (const division must divide evenly)");
-            return std::nullopt;
-          }
-          return Num{false, 0, (double)a.i / (double)b.i};
-        }
-        if (b.i == -1) {  // INT64_MIN / -1 overflows (and traps in hardware)
+        if (b.i == -1) {  // INT64_MIN / -1 overflows (and INT64_MIN % -1 traps)
           if (op == "/") ovf = __builtin_sub_overflow(int64_t(0), a.i, &r);
           else r = 0;
         } else if (op == "/") {
+          if (a.i % b.i != 0) {
+            err(l, std::to_string(a.i) + " / " + std::to_string(b.i) + " is not exact (const division must divide evenly)");
+            return std::nullopt;
+          }
           r = a.i / b.i;
         } else {  // Python's %: the result has the divisor's sign
           r = a.i % b.i;

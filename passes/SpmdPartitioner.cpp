@@ -5,6 +5,7 @@
 #include <set>
 
 #include "ir/ShardRules.h"
+#include "passes/CostModel.h"
 #include "support/Diagnostics.h"
 
 namespace gsl::passes {
@@ -202,8 +203,93 @@ class Partitioner {
       x.s.dims[d] = t.dims[d];
       tag(x);
     }
-    GSL_ASSERT(x.s == t, "reshard did not reach its target");
+    GSL_ASSERT(x.s == t, "reshard did not reach its target: " + x.s.str() + " vs " + t.str());
     return x;
+  }
+
+  // How an op's dimension labels are split.
+  struct Plan {
+    std::string mesh;
+    std::map<int, std::vector<std::string>> T;
+    Sharding shardingFor(const std::vector<int>& labels) const {
+      Sharding s = Sharding::replicated(mesh, (int)labels.size());
+      for (size_t d = 0; d < labels.size(); ++d)
+        if (auto it = T.find(labels[d]); it != T.end()) s.dims[d] = it->second;
+      return s;
+    }
+  };
+
+  Plan makePlan(const Op& op, const DimLabels& L, const Sharding& decided, const std::set<int>& resultLabels,
+                bool operandsFirst) {
+    Plan p;
+    p.mesh = decided.mesh;
+    std::set<std::string> used;
+    auto propose = [&](int label, const std::vector<std::string>& axes) {
+      if (axes.empty() || p.T.count(label) || L.unsplittable.count(label)) return;
+      for (const auto& a : axes)
+        if (used.count(a)) return;
+      p.T[label] = axes;
+      for (const auto& a : axes) used.insert(a);
+    };
+    auto fromResult = [&] {
+      for (size_t d = 0; d < L.result.size(); ++d) propose(L.result[d], decided.dims[d]);
+    };
+    auto fromOperands = [&] {
+      if (!L.partialSum) return;
+      for (size_t i = 0; i < op.operands.size(); ++i) {
+        const Sharding& s = map_.at(op.operands[i]).s;
+        if (s.mesh.empty() || (!p.mesh.empty() && s.mesh != p.mesh)) continue;
+        if (p.mesh.empty()) p.mesh = s.mesh;
+        for (size_t d = 0; d < L.operands[i].size(); ++d)
+          if (!resultLabels.count(L.operands[i][d])) propose(L.operands[i][d], s.dims[d]);
+      }
+    };
+    if (operandsFirst) {
+      fromOperands();
+      fromResult();
+    } else {
+      fromResult();
+      fromOperands();
+    }
+    // Drop splits that do not divide every dim carrying the label.
+    auto checkDims = [&](const std::vector<int>& labels, const Shape& shape) {
+      for (size_t d = 0; d < labels.size(); ++d) {
+        auto it = p.T.find(labels[d]);
+        if (it != p.T.end() && shape[d] % product(p.mesh, it->second) != 0) p.T.erase(it);
+      }
+    };
+    for (size_t i = 0; i < op.operands.size(); ++i) checkDims(L.operands[i], op.operands[i]->type.shape);
+    checkDims(L.result, op.result->type.shape);
+    return p;
+  }
+
+  // Bytes one rank would send to move `x` to `t` (a dry run into a scratch
+  // function).
+  uint64_t reshardCost(const TensorType& localType, const Sharding& from, const Sharding& t) {
+    auto saved = std::move(out_);
+    out_ = std::make_unique<Function>();
+    Local y{out_->addArg(localType), from};
+    reshard(y, t, {});
+    uint64_t bytes = 0;
+    for (auto& [k, c] : estimateCost(mod_, *out_).collectives) bytes += c.bytes;
+    out_ = std::move(saved);
+    return bytes;
+  }
+
+  // Bytes a plan sends: operands to their required shardings, then the
+  // result (with its partial sums) to the decided sharding.
+  uint64_t planCost(const Op& op, const DimLabels& L, const Plan& p, const Sharding& decided) {
+    uint64_t total = 0;
+    for (size_t i = 0; i < op.operands.size(); ++i)
+      total += reshardCost(map_.at(op.operands[i]).v->type, map_.at(op.operands[i]).s, p.shardingFor(L.operands[i]));
+    Sharding rs = p.shardingFor(L.result);
+    std::set<int> resultLabels(L.result.begin(), L.result.end());
+    for (auto& [label, axes] : p.T)
+      if (!resultLabels.count(label)) rs.partial.insert(rs.partial.end(), axes.begin(), axes.end());
+    TensorType lt{op.result->type.dtype, shapeOf(op.result->type, rs)};
+    Sharding want = decided;
+    if (want.mesh.empty()) want = Sharding::replicated(p.mesh, op.result->type.rank());
+    return total + reshardCost(lt, rs, want);
   }
 
   void partitionOp(const Op& op) {
@@ -238,44 +324,20 @@ class Partitioner {
       default: break;
     }
     DimLabels L = dimLabels(op);
-    // Label splits: from the result's decided sharding, then (contracted
-    // labels) from the operands as they lie now.
-    std::string mn = decided.mesh;
-    std::map<int, std::vector<std::string>> T;
-    std::set<std::string> used;
-    auto propose = [&](int label, const std::vector<std::string>& axes) {
-      if (axes.empty() || T.count(label) || L.unsplittable.count(label)) return;
-      for (const auto& a : axes)
-        if (used.count(a)) return;
-      T[label] = axes;
-      for (const auto& a : axes) used.insert(a);
-    };
-    for (size_t d = 0; d < L.result.size(); ++d) propose(L.result[d], decided.dims[d]);
     std::set<int> resultLabels(L.result.begin(), L.result.end());
+    // Two plans for the label splits: the result's decided sharding first
+    // (then contracted labels from the operands as they lie), or the
+    // operands first (keeping a contraction local and reducing its partial
+    // sum after, e.g. by reduce_scatter). Contractions take the plan that
+    // communicates fewer bytes; other ops the first.
+    Plan plan = makePlan(op, L, decided, resultLabels, false);
     if (L.partialSum) {
-      for (size_t i = 0; i < op.operands.size(); ++i) {
-        const Sharding& s = map_.at(op.operands[i]).s;
-        if (s.mesh.empty() || (!mn.empty() && s.mesh != mn)) continue;
-        if (mn.empty()) mn = s.mesh;
-        for (size_t d = 0; d < L.operands[i].size(); ++d)
-          if (!resultLabels.count(L.operands[i][d])) propose(L.operands[i][d], s.dims[d]);
-      }
+      Plan alt = makePlan(op, L, decided, resultLabels, true);
+      if (alt.T != plan.T && planCost(op, L, alt, decided) < planCost(op, L, plan, decided)) plan = alt;
     }
-    // Drop splits that do not divide every dim carrying the label.
-    auto checkDims = [&](const std::vector<int>& labels, const Shape& shape) {
-      for (size_t d = 0; d < labels.size(); ++d) {
-        auto it = T.find(labels[d]);
-        if (it != T.end() && shape[d] % product(mn, it->second) != 0) T.erase(it);
-      }
-    };
-    for (size_t i = 0; i < op.operands.size(); ++i) checkDims(L.operands[i], op.operands[i]->type.shape);
-    checkDims(L.result, res->type.shape);
-    auto shardingFor = [&](const std::vector<int>& labels) {
-      Sharding s = Sharding::replicated(mn, (int)labels.size());
-      for (size_t d = 0; d < labels.size(); ++d)
-        if (auto it = T.find(labels[d]); it != T.end()) s.dims[d] = it->second;
-      return s;
-    };
+    std::string mn = plan.mesh;
+    std::map<int, std::vector<std::string>>& T = plan.T;
+    auto shardingFor = [&](const std::vector<int>& labels) { return plan.shardingFor(labels); };
     std::vector<Value*> operands;
     for (size_t i = 0; i < op.operands.size(); ++i)
       operands.push_back(reshard(map_.at(op.operands[i]), shardingFor(L.operands[i]), op.loc).v);

@@ -610,6 +610,7 @@ class Lowering {
 
   void run(const std::string& symbol) {
     plan_ = makePlan(f_);
+    for (size_t i = 0; i < f_.ops.size(); ++i) defIndex_[f_.ops[i]->result] = i;
     auto* fty = llvm::FunctionType::get(i32_, {ptr_, ptr_, ptr_, ptr_}, false);
     fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, symbol, m_);
     fn_->addFnAttr(llvm::Attribute::NoUnwind);
@@ -654,6 +655,7 @@ class Lowering {
   llvm::Type *f32_, *f64_, *i32_, *i64_, *i1_, *ptr_;
   int64_t opIndex_ = 0;
   std::unordered_map<IRValue, llvm::Value*> ptrs_;  // base pointer of every materialised value
+  std::unordered_map<IRValue, size_t> defIndex_;    // op index of every op result
 
   // -------------------------------------------------------------- basics
 
@@ -830,9 +832,8 @@ class Lowering {
     if (std::find(leaves.begin(), leaves.end(), v) == leaves.end()) leaves.push_back(v);
   }
   bool isFused(IRValue v) {
-    for (size_t i = 0; i < f_.ops.size(); ++i)
-      if (f_.ops[i]->result == v) return plan_.fused[i];
-    return false;
+    auto it = defIndex_.find(v);
+    return it != defIndex_.end() && plan_.fused[it->second];
   }
 
   // Element offsets of the leaves at the current index.

@@ -1,0 +1,254 @@
+// The JIT engine: one process-wide LLJIT, a compile cache keyed by the
+// printed IR of a function, and the Engine that calls compiled code.
+#include "backend/jit/JitEngine.h"
+
+#include <llvm/ExecutionEngine/Orc/Core.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/Error.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <future>
+#include <mutex>
+#include <unordered_map>
+
+#include "backend/jit/Codegen.h"
+#include "backend/jit/Runtime.h"
+#include "ir/Printer.h"
+#include "support/Diagnostics.h"
+
+namespace gsl::backend {
+
+namespace {
+
+using jit::ResultSource;
+
+template <class T>
+T expect(llvm::Expected<T> v, const char* what) {
+  if (!v) {
+    std::string msg = llvm::toString(v.takeError());
+    GSL_ASSERT(false, std::string("jit: ") + what + ": " + msg);
+  }
+  return std::move(*v);
+}
+
+void expect(llvm::Error e, const char* what) {
+  if (e) GSL_ASSERT(false, std::string("jit: ") + what + ": " + llvm::toString(std::move(e)));
+}
+
+// A compiled function, shared by every engine and thread of the process.
+struct Compiled {
+  jit::CompiledFn fn = nullptr;
+  size_t peakBytes = 0;
+  std::vector<ResultSource> results;
+};
+
+// ir::printFunction renumbers values (it writes ids), so concurrent callers
+// on one function are serialised.
+std::string cacheKey(const ir::Function& f) {
+  static std::mutex m;
+  std::lock_guard<std::mutex> lock(m);
+  return ir::printFunction(const_cast<ir::Function&>(f));
+}
+
+class Compiler {
+ public:
+  static Compiler& get() {
+    static Compiler c;
+    return c;
+  }
+
+  // The compiled form of `f` (compiled on the first request for its text;
+  // concurrent requests for the same text wait for that one compile).
+  std::shared_ptr<const Compiled> lookup(const ir::Function& f) {
+    std::string key = cacheKey(f);
+    std::promise<std::shared_ptr<const Compiled>> promise;
+    std::shared_future<std::shared_ptr<const Compiled>> fut;
+    bool mine = false;
+    {
+      std::lock_guard<std::mutex> lock(cacheMutex_);
+      auto it = cache_.find(key);
+      if (it != cache_.end()) {
+        fut = it->second;
+      } else {
+        fut = promise.get_future().share();
+        cache_.emplace(std::move(key), fut);
+        mine = true;
+      }
+    }
+    if (mine) {
+      try {
+        promise.set_value(compile(f));
+      } catch (...) {
+        promise.set_exception(std::current_exception());
+      }
+    }
+    return fut.get();
+  }
+
+  uint64_t compiles() const { return compiles_.load(); }
+
+  std::string emit(const ir::Function& f, bool optimized) {
+    std::lock_guard<std::mutex> lock(compileMutex_);
+    jit::Lowered l = jit::lowerFunction(f, "gsl_" + f.name, jit::defaultCodegenOptions());
+    prepare(*l.module);
+    if (optimized) optimize(*l.module);
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    l.module->print(os, nullptr);
+    return s;
+  }
+
+ private:
+  Compiler() {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+    auto jtmb = expect(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
+    jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+    tm_ = expect(jtmb.createTargetMachine(), "creating the target machine");
+    jit_ = expect(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(), "creating the LLJIT");
+    // Every runtime helper is an absolute symbol of the main JITDylib.
+    llvm::orc::SymbolMap syms;
+    for (auto& [name, addr] : jit::runtimeSymbols())
+      syms[jit_->mangleAndIntern(name)] = {llvm::orc::ExecutorAddr::fromPtr(addr),
+                                           llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
+    expect(jit_->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(syms))), "defining runtime symbols");
+  }
+
+  // Target triple, data layout and host CPU attributes (so the optimiser's
+  // cost model and vectoriser see the host's vector units).
+  void prepare(llvm::Module& m) {
+    m.setTargetTriple(tm_->getTargetTriple().str());
+    m.setDataLayout(tm_->createDataLayout());
+    for (llvm::Function& fn : m) {
+      if (fn.isDeclaration()) continue;
+      fn.addFnAttr("target-cpu", tm_->getTargetCPU());
+      fn.addFnAttr("target-features", tm_->getTargetFeatureString());
+    }
+  }
+
+  // The new pass manager's O3 pipeline.
+  void optimize(llvm::Module& m) {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder pb(tm_.get());
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+    mpm.run(m, mam);
+  }
+
+  std::shared_ptr<const Compiled> compile(const ir::Function& f) {
+    std::lock_guard<std::mutex> lock(compileMutex_);
+    const std::string symbol = "gsl_fn_" + std::to_string(nextSymbol_++);
+    jit::Lowered l = jit::lowerFunction(f, symbol, jit::defaultCodegenOptions());
+    prepare(*l.module);
+    optimize(*l.module);
+    expect(jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(l.module), std::move(l.context))),
+           "adding a module");
+    auto addr = expect(jit_->lookup(symbol), "looking up a compiled function");
+    auto c = std::make_shared<Compiled>();
+    c->fn = addr.toPtr<jit::CompiledFn>();
+    c->peakBytes = l.peakBytes;
+    c->results = std::move(l.results);
+    compiles_++;
+    return c;
+  }
+
+  std::unique_ptr<llvm::TargetMachine> tm_;
+  std::unique_ptr<llvm::orc::LLJIT> jit_;
+  std::mutex compileMutex_;  // the target machine, lowering and the LLJIT's compiles
+  uint64_t nextSymbol_ = 0;
+  std::mutex cacheMutex_;
+  std::unordered_map<std::string, std::shared_future<std::shared_ptr<const Compiled>>> cache_;
+  std::atomic<uint64_t> compiles_{0};
+};
+
+// A workspace per thread, grown on demand (64-byte aligned).
+char* workspace(size_t bytes) {
+  struct Buffer {
+    char* p = nullptr;
+    size_t size = 0;
+    ~Buffer() { std::free(p); }
+  };
+  thread_local Buffer buf;
+  if (bytes > buf.size) {
+    std::free(buf.p);
+    size_t n = (bytes + 63) / 64 * 64;
+    buf.p = static_cast<char*>(std::aligned_alloc(64, n));
+    GSL_ASSERT(buf.p, "jit: cannot allocate a workspace of " + std::to_string(n) + " bytes");
+    buf.size = n;
+  }
+  return buf.p;
+}
+
+class JitEngine : public Engine {
+ public:
+  explicit JitEngine(const KernelContext& ctx) : ctx_(ctx) {}
+  const char* name() const override { return "jit"; }
+
+  std::vector<Tensor> call(const ir::Function& f, const std::vector<Tensor>& args) override {
+    GSL_ASSERT(args.size() == f.args.size(), "jit: function '" + f.name + "' takes " +
+                                                 std::to_string(f.args.size()) + " arguments, got " +
+                                                 std::to_string(args.size()));
+    std::vector<void*> inputs(args.size());
+    for (size_t i = 0; i < args.size(); ++i) {
+      GSL_ASSERT(args[i].defined() && args[i].type() == f.args[i]->type,
+                 "jit: argument " + std::to_string(i) + " of '" + f.name + "' has type " +
+                     (args[i].defined() ? args[i].type().str() : std::string("<undefined>")) + ", expected " +
+                     f.args[i]->type.str());
+      inputs[i] = const_cast<void*>(args[i].raw());
+    }
+    std::shared_ptr<const Compiled> c = Compiler::get().lookup(f);
+    GSL_ASSERT(c->results.size() == f.results.size(), "jit: compiled function does not match '" + f.name + "'");
+    std::vector<Tensor> results(f.results.size());
+    std::vector<void*> outputs(f.results.size(), nullptr);
+    for (size_t j = 0; j < f.results.size(); ++j)
+      if (c->results[j].kind == ResultSource::Computed) {
+        results[j] = Tensor(f.results[j]->type);
+        outputs[j] = results[j].raw();
+      }
+    jit::CallContext rc;
+    rc.kctx = &ctx_;
+    rc.fn = &f;
+    if (c->fn(inputs.data(), outputs.data(), workspace(c->peakBytes), &rc) != 0) {
+      GSL_ASSERT(rc.error, "jit: compiled code failed without an error");
+      std::rethrow_exception(rc.error);
+    }
+    for (size_t j = 0; j < f.results.size(); ++j) {
+      const ResultSource& s = c->results[j];
+      if (s.kind == ResultSource::Arg) results[j] = args[s.index];
+      if (s.kind == ResultSource::Repeat) results[j] = results[s.index];
+    }
+    return results;
+  }
+
+ private:
+  KernelContext ctx_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> makeJitEngine(const KernelContext& ctx) { return std::make_unique<JitEngine>(ctx); }
+
+uint64_t jitCompileCount() { return Compiler::get().compiles(); }
+
+size_t jitPeakBytes(const ir::Function& f) { return Compiler::get().lookup(f)->peakBytes; }
+
+std::string jitEmitLLVM(const ir::Function& f, bool optimized) { return Compiler::get().emit(f, optimized); }
+
+}  // namespace gsl::backend
