@@ -47,3 +47,8 @@ test: build
 
 clean:
 	rm -rf $(BUILD)
+
+# Benchmarks (bench/): each prints its ratio against a reference measured in the same run.
+.PHONY: bench
+bench: build
+	@for b in $(BUILD)/bench/bench_*; do [ -x "$$b" ] && echo "== $$b" && "$$b"; done

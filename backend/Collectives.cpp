@@ -22,6 +22,10 @@ using ir::OpKind;
 
 namespace {
 
+// The words of a tensor of any dtype.
+const int32_t* words(const Tensor& t) { return static_cast<const int32_t*>(t.raw()); }
+int32_t* words(Tensor& t) { return static_cast<int32_t*>(t.raw()); }
+
 int64_t product(const Shape& s, size_t from, size_t to) {
   int64_t p = 1;
   for (size_t i = from; i < to; ++i) p *= s[i];
@@ -37,7 +41,7 @@ std::vector<int32_t> packBlocks(const Tensor& in, int64_t dim, int64_t n) {
   const int64_t piece = row / n;                          // words of one block per outer index
   const int64_t blockWords = outer * piece;
   std::vector<int32_t> packed((size_t)in.size());
-  const int32_t* src = in.i32();
+  const int32_t* src = words(in);
   for (int64_t j = 0; j < n; ++j)
     for (int64_t o = 0; o < outer; ++o)
       std::memcpy(packed.data() + j * blockWords + o * piece, src + o * row + j * piece, piece * 4);
@@ -50,7 +54,7 @@ void unpackBlocks(const int32_t* blocks, const Shape& block, int64_t dim, int64_
   const int64_t outer = product(block, 0, (size_t)dim);
   const int64_t piece = product(block, (size_t)dim, block.size());
   const int64_t blockWords = outer * piece;
-  int32_t* dst = out.i32();
+  int32_t* dst = words(out);
   for (int64_t j = 0; j < n; ++j)
     for (int64_t o = 0; o < outer; ++o)
       std::memcpy(dst + (o * n + j) * piece, blocks + j * blockWords + o * piece, piece * 4);
@@ -137,7 +141,7 @@ Tensor evalCollective(const Op& op, const Tensor& in, const KernelContext& ctx) 
     const int64_t outer = product(s, 0, (size_t)dim);
     const int64_t piece = product(s, (size_t)dim, s.size());
     for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(out.i32() + o * piece, in.i32() + (o * n + index) * piece, piece * 4);
+      std::memcpy(words(out) + o * piece, words(in) + (o * n + index) * piece, piece * 4);
     return out;
   }
 

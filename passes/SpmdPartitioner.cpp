@@ -116,6 +116,33 @@ class Partitioner {
     return l;
   }
 
+  // Dim d is split over the same axes as `order` in another order: member j
+  // of the group (over the current order) holds block j and needs block
+  // k(j), the index of its own coordinates in `order`.
+  Local permuteBlocks(Local x, int d, const std::vector<std::string>& order, SourceLoc loc) {
+    const std::string& mn = x.s.mesh;
+    const auto& cur = x.s.dims[d];
+    int64_t n = product(mn, cur);
+    std::vector<int64_t> perm(n);
+    for (int64_t j = 0; j < n; ++j) {
+      std::map<std::string, int64_t> coord;
+      int64_t rem = j;
+      for (int i = (int)cur.size() - 1; i >= 0; --i) {
+        int64_t sz = product(mn, {cur[i]});
+        coord[cur[i]] = rem % sz;
+        rem /= sz;
+      }
+      int64_t k = 0;
+      for (const auto& a : order) k = k * product(mn, {a}) + coord[a];
+      perm[j] = k;
+    }
+    AttrMap at = collectiveAttrs(mn, cur);
+    at.set("perm", perm);
+    x.v = emit(OpKind::CollectivePermute, {x.v}, at, loc);
+    x.s.dims[d] = order;
+    return tag(x);
+  }
+
   // Moves `x` to sharding `t` (t has no partial axes), picking the cheapest
   // collective for each step (see the header).
   Local reshard(Local x, Sharding t, SourceLoc loc) {
@@ -169,6 +196,12 @@ class Partitioner {
           break;
         }
       if (d < 0) break;
+      if (x.s.dims[d].size() == t.dims[d].size() && x.s.dims[d].size() > 1 &&
+          std::is_permutation(x.s.dims[d].begin(), x.s.dims[d].end(), t.dims[d].begin())) {
+        // Same axes in another order: the blocks only change owners.
+        x = permuteBlocks(x, d, t.dims[d], loc);
+        continue;
+      }
       std::string a = x.s.dims[d].back();
       int e = -1;
       for (int k = 0; k < rank; ++k) {

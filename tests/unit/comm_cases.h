@@ -78,7 +78,7 @@ inline int32_t word(DType dt, int rank, int64_t i) {
 
 inline Tensor input(DType dt, const Shape& s, int rank) {
   Tensor t(TensorType{dt, s});
-  for (int64_t i = 0; i < t.size(); ++i) t.i32()[i] = word(dt, rank, i);
+  for (int64_t i = 0; i < t.size(); ++i) static_cast<int32_t*>(t.raw())[i] = word(dt, rank, i);
   return t;
 }
 
@@ -331,7 +331,7 @@ inline std::string checkRank(const Case& c, const ir::Mesh& mesh, int rank, cons
   std::string first;
   for (int64_t i = 0; i < out.size(); ++i) {
     int32_t want = c.expect(rank, g, idx, unravel(i, rt.shape));
-    int32_t got = out.i32()[i];
+    int32_t got = static_cast<const int32_t*>(out.raw())[i];
     if (got == want) continue;
     if (!bad++)
       first = "element " + std::to_string(i) + " is word " + std::to_string(got) + " (f32 " +
