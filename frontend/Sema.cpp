@@ -238,9 +238,10 @@ class Sema {
       expr += (expr.empty() ? "" : " x ") + std::to_string(a.size);
     }
     if (prod != opts_.np) {
-      err(d.loc, "mesh '" + d.name + "' has " + expr + " = " + std::to_string(prod) +
-                     " devices, but the program runs on NP = " + std::to_string(opts_.np) +
-                     " ranks (-np)");
+      // "2 x 3 = 6 devices"; one axis: "2 devices".
+      err(d.loc, "mesh '" + d.name + "' has " + (m.axes.size() > 1 ? expr + " = " : "") + std::to_string(prod) +
+                     (prod == 1 ? " device" : " devices") + ", but the program runs on NP = " +
+                     std::to_string(opts_.np) + (opts_.np == 1 ? " rank" : " ranks") + " (-np)");
       return;
     }
     mod_->meshes.push_back(m);
@@ -403,7 +404,8 @@ class Sema {
         return std::nullopt;
       }
       if (ovf) {
-        err(l, "integer overflow in a constant expression");
+        err(l, "integer overflow in a constant expression: " + std::to_string(a.i) + " " + op + " " +
+                   std::to_string(b.i) + " does not fit in 64 bits");
         return std::nullopt;
       }
       return Num{true, r, 0};
@@ -1060,6 +1062,7 @@ class Sema {
     f.fn = f.owned.get();
     f.fn->name = name;
     f.fn->loc = f.decl->loc;
+    bool bodyOk = false;
     if (f.sigOk) {
       Ctx c;
       c.fn = f.fn;
@@ -1071,13 +1074,16 @@ class Sema {
         c.scopes.back()[f.decl->args[i].name] = EV::tensor(a);
       }
       std::vector<Value*> results;
-      if (lowerFnBody(c, *f.decl, f, results)) {
+      bodyOk = lowerFnBody(c, *f.decl, f, results);
+      if (bodyOk) {
         f.fn->results = results;
         f.fn->resultShardings = f.resultShardings;
       }
     }
     shapeVars_.pop_back();
-    f.ok = f.sigOk && diags_.errorCount() == before;
+    // The body can fail without a new error: a use of a mesh whose own
+    // declaration had the error. Such a function must not be inlined.
+    f.ok = f.sigOk && bodyOk && diags_.errorCount() == before;
     if (!f.ok) f.fn = nullptr;
     f.state = 2;
   }

@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -77,6 +78,13 @@ MPI_Op mpiOp(ReduceOp op) {
     case ReduceOp::Min: return MPI_MIN;
   }
   return MPI_SUM;
+}
+
+// Whether two buffers may overlap (sizes: the larger of the two). MPI
+// forbids aliased send and receive buffers, so such sends go via a copy.
+bool overlaps(const void* send, const void* recv, size_t bytes) {
+  auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
+  return bytes && send && recv && r < s + bytes && s < r + bytes;
 }
 
 const char* reduceName(int op) { return op == 0 ? "sum" : op == 1 ? "max" : "min"; }
@@ -228,6 +236,11 @@ void MpiComm::allGather(const std::vector<int>& group, const void* send, size_t 
     int count;
     MPI_Datatype t;
     asWords(bytes, &count, &t);
+    std::vector<char> copy;
+    if (overlaps(send, recv, bytes * group.size())) {
+      copy.assign(static_cast<const char*>(send), static_cast<const char*>(send) + bytes);
+      send = copy.data();
+    }
     check(MPI_Allgather(send, count, t, recv, count, t, c), "MPI_Allgather");
   }
   stats.add("all_gather", CommVolume::allGather(group.size(), bytes));
@@ -254,6 +267,11 @@ void MpiComm::reduceScatter(const std::vector<int>& group, const void* send, siz
   MPI_Datatype t = mpiType(dt);
   if (checkCalls_) impl_->checkCall(c, group, {kReduceScatter, (int64_t)(count * 4 * group.size()), (int64_t)dt});
   if (count > (size_t)INT_MAX) throw CommError("reduce_scatter of " + std::to_string(count) + " elements is too large");
+  std::vector<char> copy;
+  if (overlaps(send, recv, count * 4 * group.size())) {
+    copy.assign(static_cast<const char*>(send), static_cast<const char*>(send) + count * 4 * group.size());
+    send = copy.data();
+  }
   if (count) check(MPI_Reduce_scatter_block(send, recv, (int)count, t, MPI_SUM, c), "MPI_Reduce_scatter_block");
   stats.add("reduce_scatter", CommVolume::reduceScatter(group.size(), count * 4));
 }
@@ -266,6 +284,11 @@ void MpiComm::allToAll(const std::vector<int>& group, const void* send, size_t b
     int count;
     MPI_Datatype t;
     asWords(bytes, &count, &t);
+    std::vector<char> copy;
+    if (overlaps(send, recv, bytes * group.size())) {
+      copy.assign(static_cast<const char*>(send), static_cast<const char*>(send) + bytes * group.size());
+      send = copy.data();
+    }
     check(MPI_Alltoall(send, count, t, recv, count, t, c), "MPI_Alltoall");
   }
   stats.add("all_to_all", CommVolume::allToAll(group.size(), bytes));
@@ -296,7 +319,8 @@ void MpiComm::permute(const std::vector<int>& group, const std::vector<int64_t>&
     MPI_Datatype t;
     asWords(bytes, &count, &t);
     constexpr int kTag = 17;
-    if (recv == send) {
+    if (overlaps(send, recv, bytes)) {
+      if (recv != send) std::memmove(recv, send, bytes);
       check(MPI_Sendrecv_replace(recv, count, t, to, kTag, from, kTag, c, MPI_STATUS_IGNORE), "MPI_Sendrecv_replace");
     } else {
       check(MPI_Sendrecv(send, count, t, to, kTag, recv, count, t, from, kTag, c, MPI_STATUS_IGNORE), "MPI_Sendrecv");

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <limits>
 #include <thread>
 
 namespace gsl::runtime {
@@ -68,6 +67,13 @@ void reduceWords(void* out, const std::vector<const void*>& src, size_t count, i
     for (const void* p : src) s.push_back(static_cast<const int32_t*>(p));
     reduceInto(static_cast<int32_t*>(out), s, count, op);
   }
+}
+
+// Whether writing `recv` could change `send` while peers read it. Callers
+// pass the larger of the two buffer sizes, so this errs on the safe side.
+bool overlaps(const void* send, const void* recv, size_t bytes) {
+  auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
+  return bytes && send && recv && r < s + bytes && s < r + bytes;
 }
 
 }  // namespace
@@ -253,11 +259,15 @@ int ThreadComm::memberIndex(const std::vector<int>& group) const {
 void ThreadComm::allGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
   memberIndex(group);
   const size_t n = group.size();
+  const bool inPlace = overlaps(send, recv, n * bytes);
+  std::vector<char> aside(inPlace ? n * bytes : 0);
+  char* out = inPlace ? aside.data() : static_cast<char*>(recv);
   ThreadWorld::Call call{"all_gather", bytes, "", send};
   world_.collective(rank_, group, nextSeq(group), call, [&](const std::vector<const ThreadWorld::Call*>& posts) {
     for (size_t m = 0; m < n; ++m)
-      if (bytes) std::memcpy(static_cast<char*>(recv) + m * bytes, posts[m]->send, bytes);
+      if (bytes) std::memcpy(out + m * bytes, posts[m]->send, bytes);
   });
+  if (inPlace && bytes) std::memcpy(recv, aside.data(), n * bytes);
   stats.add("all_gather", CommVolume::allGather(n, bytes));
 }
 
@@ -288,24 +298,29 @@ void ThreadComm::reduceScatter(const std::vector<int>& group, const void* send, 
   const size_t n = group.size();
   const uint64_t block = count * 4;
   ThreadWorld::Call call{"reduce_scatter", block * n, ir::dtypeName(dt), send};
+  const bool inPlace = overlaps(send, recv, n * block);
+  std::vector<int32_t> aside(inPlace ? count : 0);
   world_.collective(rank_, group, nextSeq(group), call, [&](const std::vector<const ThreadWorld::Call*>& posts) {
     std::vector<const void*> src;
     for (const auto* p : posts) src.push_back(static_cast<const char*>(p->send) + me * block);
-    if (count) reduceWords(recv, src, count, dt, ReduceOp::Sum);
+    if (count) reduceWords(inPlace ? aside.data() : recv, src, count, dt, ReduceOp::Sum);
   });
+  if (inPlace && count) std::memcpy(recv, aside.data(), block);
   stats.add("reduce_scatter", CommVolume::reduceScatter(n, block));
 }
 
 void ThreadComm::allToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
   const int me = memberIndex(group);
   const size_t n = group.size();
+  const bool inPlace = overlaps(send, recv, n * bytes);
+  std::vector<char> aside(inPlace ? n * bytes : 0);
+  char* out = inPlace ? aside.data() : static_cast<char*>(recv);
   ThreadWorld::Call call{"all_to_all", bytes * n, "", send};
   world_.collective(rank_, group, nextSeq(group), call, [&](const std::vector<const ThreadWorld::Call*>& posts) {
     for (size_t m = 0; m < n; ++m)
-      if (bytes)
-        std::memcpy(static_cast<char*>(recv) + m * bytes, static_cast<const char*>(posts[m]->send) + me * bytes,
-                    bytes);
+      if (bytes) std::memcpy(out + m * bytes, static_cast<const char*>(posts[m]->send) + me * bytes, bytes);
   });
+  if (inPlace && bytes) std::memcpy(recv, aside.data(), n * bytes);
   stats.add("all_to_all", CommVolume::allToAll(n, bytes));
 }
 
@@ -325,9 +340,14 @@ void ThreadComm::permute(const std::vector<int>& group, const std::vector<int64_
   if (!ok) throw CommError("collective_permute: " + p + " is not a permutation of " + std::to_string(n) + " members");
   ThreadWorld::Call call{"collective_permute", bytes, p, send};
   const int64_t from = perm[me];
+  // In place (recv overlapping send): peers read `send` until everyone is
+  // done, so the received block is kept aside until then.
+  const bool inPlace = overlaps(send, recv, bytes);
+  std::vector<char> aside(inPlace ? bytes : 0);
   world_.collective(rank_, group, nextSeq(group), call, [&](const std::vector<const ThreadWorld::Call*>& posts) {
-    if (bytes) std::memmove(recv, posts[from]->send, bytes);  // send may equal recv when from == me
+    if (bytes) std::memcpy(inPlace ? aside.data() : recv, posts[from]->send, bytes);
   });
+  if (inPlace && bytes) std::memcpy(recv, aside.data(), bytes);
   stats.add("collective_permute", CommVolume::permute(from == me, bytes));
 }
 

@@ -44,6 +44,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
@@ -79,8 +80,8 @@ const CodegenOptions& defaultCodegenOptions() {
   static const CodegenOptions opts = [] {
     CodegenOptions o;
     if (const char* e = std::getenv("GSL_JIT_GEMM")) {
-      if (std::strcmp(e, "eigen") == 0) o.smallGemmMacs = 0;
-      if (std::strcmp(e, "loops") == 0) o.smallGemmMacs = std::numeric_limits<int64_t>::max();
+      if (std::strcmp(e, "eigen") == 0) o.gemm = CodegenOptions::GemmCode::Eigen;
+      if (std::strcmp(e, "loops") == 0) o.gemm = CodegenOptions::GemmCode::Loops;
     }
     return o;
   }();
@@ -272,7 +273,65 @@ struct Gemm {
   };
   Copy copyA, copyB, copyC;  // copyC: temp -> result
   size_t tempBytes = 0;
+  // The code (chooseGemmCode): the generated kernel (on A and B exchanged
+  // and the strides transposed when `swap`: C^T = B^T A^T), Eigen, or
+  // dot-product loops. The kernel runs K in blocks of kc and, when `pack`,
+  // copies each kc x nr panel of B to temp space at packTemp.
+  enum class Code { Kernel, Eigen, Dots } code = Code::Dots;
+  bool swap = false;
+  int64_t kc = 0;
+  bool pack = false;
+  size_t packTemp = 0;
+  // And, when `packA`, each K block of A to temp space at packATemp, as
+  // row blocks of kc x mr (the kernel's broadcasts then read one
+  // contiguous stream instead of mr rows that may share cache sets).
+  bool packA = false;
+  size_t packATemp = 0;
 };
+
+// Register blocking of the generated GEMM kernel for `vw` f32 lanes: an
+// mr x nr block of C (2 mr vector registers: 16 of AVX-512's 32, 12 of
+// AVX2's 16).
+int kernelRows(int vw) { return vw >= 16 ? 8 : 6; }
+int64_t kernelCols(int vw) { return 2 * (int64_t)vw; }
+
+void chooseGemmCode(Gemm& g, const CodegenOptions& o) {
+  using GC = CodegenOptions::GemmCode;
+  const bool rows = g.N > 1 && g.csB == 1 && g.csC == 1;
+  const bool cols = g.M > 1 && g.rsA == 1 && g.rsC == 1;
+  const bool big = g.M * g.N * g.K > o.dotLoopMacs;
+  if (o.gemm == GC::Eigen || (!rows && !cols && big && o.gemm == GC::Auto)) {
+    g.code = Gemm::Code::Eigen;
+    return;
+  }
+  if (!rows && !cols) {
+    g.code = Gemm::Code::Dots;
+    return;
+  }
+  g.code = Gemm::Code::Kernel;
+  if (!rows) {
+    g.swap = true;
+    Gemm t = g;
+    g.M = t.N, g.N = t.M;
+    g.rsA = t.csB, g.csA = t.rsB, g.rsB = t.csA, g.csB = t.rsA, g.rsC = t.csC, g.csC = t.rsC;
+  }
+  g.kc = g.K <= 384 ? g.K : 256;
+  // Packing pays when many row blocks reuse a panel (and removes the cache
+  // conflicts of power-of-two row strides).
+  g.pack = g.M >= 4 * kernelRows(o.vectorWidth) && g.K >= 16;
+  if (g.pack) {
+    g.packTemp = g.tempBytes;
+    g.tempBytes += (size_t)(g.kc * kernelCols(o.vectorWidth)) * 4;
+  }
+  // Packing A costs M kc scalar copies per K block against M kc N / nr
+  // vector FMAs: worth it when there are a few column panels.
+  const int mr = kernelRows(o.vectorWidth);
+  g.packA = g.pack && g.N >= 2 * kernelCols(o.vectorWidth);
+  if (g.packA) {
+    g.packATemp = g.tempBytes;
+    g.tempBytes += (size_t)((g.M + mr - 1) / mr * mr * g.kc) * 4;
+  }
+}
 
 // A tensor seen through einsum labels: label -> element stride (labels of
 // size 1 are left out: their index is always 0).
@@ -451,7 +510,7 @@ size_t tempBytes(const ir::Op& op, const Plan& p, size_t i) {
   }
 }
 
-Plan makePlan(const ir::Function& f) {
+Plan makePlan(const ir::Function& f, const CodegenOptions& opts) {
   Plan p;
   const size_t n = f.ops.size();
   std::unordered_map<IRValue, size_t> defIndex;
@@ -528,6 +587,7 @@ Plan makePlan(const ir::Function& f) {
       GSL_ASSERT(err.empty(), "jit: einsum: " + err);
       p.gemm[i] = planEinsumGemm(es, op.operands[0]->type.shape, op.operands[1]->type.shape, v->type.shape);
     }
+    if (p.gemm[i]) chooseGemmCode(*p.gemm[i], opts);
     if (resultIndex.count(v) && v->argIndex < 0) {
       s = {Storage::Output, resultIndex[v]};
       continue;
@@ -609,7 +669,7 @@ class Lowering {
   Plan& plan() { return plan_; }
 
   void run(const std::string& symbol) {
-    plan_ = makePlan(f_);
+    plan_ = makePlan(f_, opts_);
     for (size_t i = 0; i < f_.ops.size(); ++i) defIndex_[f_.ops[i]->result] = i;
     auto* fty = llvm::FunctionType::get(i32_, {ptr_, ptr_, ptr_, ptr_}, false);
     fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, symbol, m_);
@@ -634,6 +694,7 @@ class Lowering {
     for (size_t i = 0; i < f_.ops.size(); ++i) {
       if (!plan_.live[i] || plan_.fused[i]) continue;
       opIndex_ = (int64_t)i;
+      newScope();
       emitOp(*f_.ops[i]);
     }
     b_.CreateRet(b_.getInt32(0));
@@ -656,6 +717,8 @@ class Lowering {
   int64_t opIndex_ = 0;
   std::unordered_map<IRValue, llvm::Value*> ptrs_;  // base pointer of every materialised value
   std::unordered_map<IRValue, size_t> defIndex_;    // op index of every op result
+  llvm::MDNode* domain_ = nullptr;                   // alias scopes (see loadIn)
+  llvm::MDNode* scope_ = nullptr;
 
   // -------------------------------------------------------------- basics
 
@@ -699,11 +762,29 @@ class Lowering {
   llvm::Value* gep(llvm::Type* t, llvm::Value* base, llvm::Value* off) {
     return b_.CreateInBoundsGEP(t, base, off);
   }
+  // Loads of the op's own buffers (its result, temp space).
   llvm::Value* load(llvm::Type* t, llvm::Value* base, llvm::Value* off) {
     return b_.CreateAlignedLoad(t, gep(t, base, off), llvm::Align(4));
   }
+  // Loads of an operand: the buffer planner never places a value being
+  // written where a value being read lives, so operand loads do not alias
+  // the stores of the current scope (alias-scope metadata; this is what
+  // lets LLVM vectorise and keep accumulators in registers).
+  llvm::Value* loadIn(llvm::Type* t, llvm::Value* base, llvm::Value* off) {
+    auto* l = b_.CreateAlignedLoad(t, gep(t, base, off), llvm::Align(4));
+    l->setMetadata(llvm::LLVMContext::MD_noalias, scope_);
+    return l;
+  }
   void store(llvm::Value* v, llvm::Value* base, llvm::Value* off) {
-    b_.CreateAlignedStore(v, gep(v->getType(), base, off), llvm::Align(4));
+    auto* s = b_.CreateAlignedStore(v, gep(v->getType(), base, off), llvm::Align(4));
+    s->setMetadata(llvm::LLVMContext::MD_alias_scope, scope_);
+  }
+  // A new scope: stores from here on are in it. Starts every op, and every
+  // phase of an op that reads what an earlier phase wrote through loadIn.
+  void newScope() {
+    llvm::MDBuilder mdb(c_);
+    if (!domain_) domain_ = mdb.createAnonymousAliasScopeDomain("gsl");
+    scope_ = llvm::MDNode::get(c_, {mdb.createAnonymousAliasScope(domain_, "op")});
   }
 
   llvm::FunctionCallee helper(const char* name, llvm::Type* ret, llvm::ArrayRef<llvm::Type*> args) {
@@ -808,7 +889,7 @@ class Lowering {
       return;
     }
     map(shape, {dstSt, srcSt}, [&](const std::vector<llvm::Value*>&, const std::vector<llvm::Value*>& o) {
-      store(load(i32_, src, o[1]), dst, o[0]);
+      store(loadIn(i32_, src, o[1]), dst, o[0]);
     });
   }
 
@@ -845,7 +926,7 @@ class Lowering {
       return b_.getInt32(constantWord(*v->def, v->type.dtype));
     }
     auto it = offs.find(v);
-    if (it != offs.end()) return load(elemType(v->type.dtype), ptr(v), it->second);
+    if (it != offs.end()) return loadIn(elemType(v->type.dtype), ptr(v), it->second);
     GSL_ASSERT(v->def && isFused(v), "jit: tree operand is neither a leaf nor fused");
     return evalOp(*v->def, offs);
   }
@@ -1192,11 +1273,11 @@ class Lowering {
     llvm::Value *x = ptr(in), *out = ptr(op.result);
     const int64_t axis = op.attrs.getInt("axis"), n = in->type.shape[axis];
     lanes(in->type.shape, axis, [&](llvm::Value* base, int64_t stride, llvm::Value* lane) {
-      std::vector<llvm::Value*> best = {load(t, x, base), b_.getInt32(0)};
+      std::vector<llvm::Value*> best = {loadIn(t, x, base), b_.getInt32(0)};
       if (n > 1)
         best = loopAcc(n - 1, best, [&](llvm::Value* iv, const std::vector<llvm::Value*>& a) {
           llvm::Value* j = b_.CreateAdd(iv, i64c(1));
-          llvm::Value* v = load(t, x, laneOffset(base, stride, j));
+          llvm::Value* v = loadIn(t, x, laneOffset(base, stride, j));
           // First maximum; the first NaN wins and stays (as NumPy).
           llvm::Value* take = f ? b_.CreateOr(b_.CreateFCmpOGT(v, a[0]),
                                               b_.CreateAnd(isNan(v), b_.CreateFCmpORD(a[0], a[0])))
@@ -1216,11 +1297,11 @@ class Lowering {
     lanes(in->type.shape, axis, [&](llvm::Value* base, int64_t stride, llvm::Value*) {
       auto at = [&](llvm::Value* j) { return laneOffset(base, stride, j); };
       llvm::Value* mx = loopAcc(n, {f32c(-INFINITY)}, [&](llvm::Value* j, const std::vector<llvm::Value*>& a) {
-        llvm::Value* v = load(f32_, x, at(j));
+        llvm::Value* v = loadIn(f32_, x, at(j));
         return std::vector<llvm::Value*>{b_.CreateSelect(b_.CreateFCmpOLT(a[0], v), v, a[0])};  // std::max
       })[0];
       llvm::Value* sum = loopAcc(n, {f64c(0.0)}, [&](llvm::Value* j, const std::vector<llvm::Value*>& a) {
-        llvm::Value* e = exp(b_.CreateFSub(load(f32_, x, at(j)), mx));
+        llvm::Value* e = exp(b_.CreateFSub(loadIn(f32_, x, at(j)), mx));
         if (!log) store(e, out, at(j));
         return std::vector<llvm::Value*>{addReassoc(a[0], b_.CreateFPExt(e, f64_))};
       })[0];
@@ -1228,7 +1309,7 @@ class Lowering {
         llvm::Value* ls = b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, sum);
         llvm::Value* m64 = b_.CreateFPExt(mx, f64_);
         loop(n, [&](llvm::Value* j) {
-          llvm::Value* z = b_.CreateFSub(b_.CreateFPExt(load(f32_, x, at(j)), f64_), m64);
+          llvm::Value* z = b_.CreateFSub(b_.CreateFPExt(loadIn(f32_, x, at(j)), f64_), m64);
           store(b_.CreateFPTrunc(b_.CreateFSub(z, ls), f32_), out, at(j));
         });
       } else {
@@ -1254,7 +1335,7 @@ class Lowering {
     llvm::Value *mean = tempPtr(0), *var = tempPtr((size_t)groups * 8);
     fill(mean, groups, f64c(0.0));
     fill(var, groups, f64c(0.0));
-    auto xAt = [&](llvm::Value* off) { return b_.CreateFPExt(load(f32_, x, off), f64_); };
+    auto xAt = [&](llvm::Value* off) { return b_.CreateFPExt(loadIn(f32_, x, off), f64_); };
     auto add = [&](llvm::Value* a, llvm::Value* v) { return addReassoc(a, v); };
     accumulate(space, {xSt}, accSt, mean, f64_,
                [&](const std::vector<llvm::Value*>& o, llvm::Value*) { return xAt(o[0]); }, add);
@@ -1286,7 +1367,7 @@ class Lowering {
       loopAcc(n, {f ? f64c(0.0) : (llvm::Value*)b_.getInt32(0)},
               [&](llvm::Value* j, const std::vector<llvm::Value*>& a) {
                 llvm::Value* off = laneOffset(base, stride, j);
-                llvm::Value* v = f ? b_.CreateFPExt(load(f32_, x, off), f64_) : load(i32_, x, off);
+                llvm::Value* v = f ? b_.CreateFPExt(loadIn(f32_, x, off), f64_) : loadIn(i32_, x, off);
                 llvm::Value* next = f ? b_.CreateFAdd(a[0], v) : b_.CreateAdd(a[0], v);
                 llvm::Value* shown = exclusive ? a[0] : next;
                 store(f ? b_.CreateFPTrunc(shown, f32_) : shown, out, off);
@@ -1334,7 +1415,7 @@ class Lowering {
     const int64_t n = op.attrs.getInt("n"), m = idx->type.numElements();
     llvm::Value *ix = ptr(idx), *out = ptr(op.result);
     map({m, n}, {{1, 0}, {n, 1}}, [&](const std::vector<llvm::Value*>& ivs, const std::vector<llvm::Value*>& o) {
-      llvm::Value* i = b_.CreateSExt(load(i32_, ix, o[0]), i64_);
+      llvm::Value* i = b_.CreateSExt(loadIn(i32_, ix, o[0]), i64_);
       store(b_.CreateSelect(b_.CreateICmpEQ(i, ivs.size() > 1 ? ivs[1] : i64c(0)), f32c(1.0f), f32c(0.0f)), out,
             o[1]);
     });
@@ -1349,7 +1430,7 @@ class Lowering {
     llvm::Value *src = ptr(table), *ix = ptr(idx), *out = ptr(op.result);
     auto err = helper("gsl_rt_take_error", i32_, {ptr_, i64_, i64_, i64_});
     loop(idx->type.numElements(), [&](llvm::Value* i) {
-      llvm::Value* k = b_.CreateSExt(load(i32_, ix, i), i64_);
+      llvm::Value* k = b_.CreateSExt(loadIn(i32_, ix, i), i64_);
       auto* bad = llvm::BasicBlock::Create(c_, "take.bad", fn_);
       auto* ok = llvm::BasicBlock::Create(c_, "take.ok", fn_);
       b_.CreateCondBr(b_.CreateICmpUGE(k, i64c(rows)), bad, ok);  // unsigned: also k < 0
@@ -1362,13 +1443,13 @@ class Lowering {
       if (row >= 16) {
         b_.CreateMemCpy(to, llvm::Align(4), from, llvm::Align(4), (uint64_t)row * 4);
       } else {
-        for (int64_t e = 0; e < row; ++e) store(load(i32_, from, i64c(e)), to, i64c(e));
+        for (int64_t e = 0; e < row; ++e) store(loadIn(i32_, from, i64c(e)), to, i64c(e));
       }
     });
   }
 
   void emitRandom(const ir::Op& op) {
-    llvm::Value* seed = load(i32_, ptr(op.operands[0]), i64c(0));
+    llvm::Value* seed = loadIn(i32_, ptr(op.operands[0]), i64c(0));
     b_.CreateCall(helper("gsl_rt_random_uniform", b_.getVoidTy(), {ptr_, i32_, ptr_, i64_}),
                   {ctx_, seed, ptr(op.result), i64c(op.result->type.numElements())});
   }
@@ -1393,45 +1474,198 @@ class Lowering {
       copyWords(t, b, g.copyB.shape, g.copyB.dst, g.copyB.src);
       b = t;
     }
+    if (g.copyA.on || g.copyB.on) newScope();  // the GEMM reads the copies
     llvm::Value* out = g.copyC.on ? tempPtr(g.copyC.temp) : c;
-    const bool small = g.M * g.N * g.K <= opts_.smallGemmMacs;
     map(g.batch, {g.bA, g.bB, g.bC}, [&](const std::vector<llvm::Value*>&, const std::vector<llvm::Value*>& o) {
       llvm::Value *pa = gep(f32_, a, o[0]), *pb = gep(f32_, b, o[1]), *pc = gep(f32_, out, o[2]);
-      if (small) gemmLoops(g, pa, pb, pc);
+      if (g.swap) std::swap(pa, pb);
+      if (g.code == Gemm::Code::Kernel) gemmKernel(g, pa, pb, pc);
+      else if (g.code == Gemm::Code::Dots) gemmDots(g, pa, pb, pc);
       else
         b_.CreateCall(helper("gsl_rt_sgemm", b_.getVoidTy(),
                              {i64_, i64_, i64_, ptr_, i64_, i64_, ptr_, i64_, i64_, ptr_, i64_, i64_}),
                       {i64c(g.M), i64c(g.N), i64c(g.K), pa, i64c(g.rsA), i64c(g.csA), pb, i64c(g.rsB),
                        i64c(g.csB), pc, i64c(g.rsC), i64c(g.csC)});
     });
-    if (g.copyC.on) copyWords(c, out, g.copyC.shape, g.copyC.dst, g.copyC.src);
+    if (g.copyC.on) {
+      newScope();
+      copyWords(c, out, g.copyC.shape, g.copyC.dst, g.copyC.src);
+    }
   }
 
-  // A GEMM as loops with constant sizes and strides: i-k-j (the j loop
-  // vectorises) when B and C rows are contiguous, else i-j-k dot products.
-  // Both sum over k in order, in f32.
-  void gemmLoops(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm::Value* c) {
-    if (g.csB == 1 && g.csC == 1) {
-      loop(g.M, [&](llvm::Value* i) {
-        llvm::Value* crow = gep(f32_, c, offset({i}, {g.rsC}));
-        loop(g.N, [&](llvm::Value* j) { store(f32c(0.0f), crow, j); });
-        loop(g.K, [&](llvm::Value* k) {
-          llvm::Value* aik = load(f32_, a, offset({i, k}, {g.rsA, g.csA}));
-          llvm::Value* brow = gep(f32_, b, offset({k}, {g.rsB}));
-          loop(g.N, [&](llvm::Value* j) {
-            store(b_.CreateFAdd(load(f32_, crow, j), b_.CreateFMul(aik, load(f32_, brow, j))), crow, j);
-          });
-        });
-      });
-      return;
-    }
+  // A GEMM as dot products (layouts the kernel cannot address, small).
+  void gemmDots(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm::Value* c) {
     nest({g.M, g.N}, [&](const std::vector<llvm::Value*>& ij) {
       llvm::Value* s = loopAcc(g.K, {f32c(0.0f)}, [&](llvm::Value* k, const std::vector<llvm::Value*>& acc) {
-        llvm::Value* x = load(f32_, a, offset({ij[0], k}, {g.rsA, g.csA}));
-        llvm::Value* y = load(f32_, b, offset({k, ij[1]}, {g.rsB, g.csB}));
-        return std::vector<llvm::Value*>{b_.CreateFAdd(acc[0], b_.CreateFMul(x, y))};
+        llvm::Value* x = loadIn(f32_, a, offset({ij[0], k}, {g.rsA, g.csA}));
+        llvm::Value* y = loadIn(f32_, b, offset({k, ij[1]}, {g.rsB, g.csB}));
+        auto* sum = llvm::cast<llvm::Instruction>(b_.CreateFAdd(acc[0], b_.CreateFMul(x, y)));
+        sum->setHasAllowReassoc(true);  // lets a dot product vectorise
+        return std::vector<llvm::Value*>{sum};
       })[0];
       store(s, c, offset(ij, {g.rsC, g.csC}));
+    });
+  }
+
+  // The generated GEMM kernel, written with explicit vectors: an mr x nr
+  // block of C (nr = 2 vector widths) stays in 2 mr vector registers while
+  // k runs, each step one broadcast of A per row and two vector loads of B;
+  // edges use masked loads and stores. Sizes and strides are constants.
+  // Requires g.csB == 1 and g.csC == 1.
+  void gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm::Value* c) {
+    const int vw = opts_.vectorWidth, mr = kernelRows(vw);
+    const int64_t nr = kernelCols(vw);
+    auto* vt = llvm::FixedVectorType::get(f32_, vw);
+    llvm::Value* zero = llvm::Constant::getNullValue(vt);
+    // C[i0 : i0 + rows, j0 : j0 + cols] (rows <= mr, cols <= nr) += the
+    // product over k in [k0, k0 + kn); the first K block starts from 0.
+    const int64_t kc = g.kc;
+    llvm::Value* packA = g.packA ? tempPtr(g.packATemp) : nullptr;
+    // B is read from `bp` (row stride bRs, first column bj0): B itself or
+    // its packed panel.
+    llvm::Value* bp = b;
+    int64_t bRs = g.rsB;
+    llvm::Value* bj0 = nullptr;
+    auto block = [&](llvm::Value* i0, int64_t rows, llvm::Value* j0, int64_t cols, llvm::Value* k0, int64_t kn) {
+      const int vecs = (int)((cols + vw - 1) / vw);
+      const int64_t lastLanes = cols - (int64_t)(vecs - 1) * vw;
+      llvm::Value* mask = nullptr;
+      if (lastLanes < vw) {
+        std::vector<llvm::Constant*> bits;
+        for (int l = 0; l < vw; ++l) bits.push_back(b_.getInt1(l < lastLanes));
+        mask = llvm::ConstantVector::get(bits);
+      }
+      auto vecPtr = [&](llvm::Value* base, llvm::Value* row, int64_t rowStride, llvm::Value* col0, int v) {
+        llvm::Value* off =
+            b_.CreateAdd(b_.CreateMul(row, i64c(rowStride)), b_.CreateAdd(col0, i64c((int64_t)v * vw)));
+        return gep(f32_, base, off);
+      };
+      std::vector<llvm::Value*> init;
+      llvm::Value* first = b_.CreateICmpEQ(k0, i64c(0));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int v = 0; v < vecs; ++v) {
+          if (kn == g.K) {
+            init.push_back(zero);
+            continue;
+          }
+          llvm::Value* p = vecPtr(c, b_.CreateAdd(i0, i64c(r)), g.rsC, j0, v);
+          llvm::Value* old = v == vecs - 1 && mask ? b_.CreateMaskedLoad(vt, p, llvm::Align(4), mask, zero)
+                                                   : (llvm::Value*)b_.CreateAlignedLoad(vt, p, llvm::Align(4));
+          init.push_back(b_.CreateSelect(first, zero, old));
+        }
+      std::vector<llvm::Value*> acc = loopAcc(kn, init, [&](llvm::Value* kk, const std::vector<llvm::Value*>& in) {
+        llvm::Value* k = b_.CreateAdd(k0, kk);
+        std::vector<llvm::Value*> bv;
+        for (int v = 0; v < vecs; ++v) {
+          llvm::Value* p = vecPtr(bp, bp == b ? k : kk, bRs, bj0 ? bj0 : j0, v);
+          llvm::Instruction* l = nullptr;
+          if (v == vecs - 1 && mask) l = b_.CreateMaskedLoad(vt, p, llvm::Align(4), mask, zero);
+          else l = b_.CreateAlignedLoad(vt, p, llvm::Align(4));
+          l->setMetadata(llvm::LLVMContext::MD_noalias, scope_);
+          bv.push_back(l);
+        }
+        std::vector<llvm::Value*> out(in.size());
+        for (int64_t r = 0; r < rows; ++r) {
+          llvm::Value* x;
+          if (packA) {  // block i0 / mr of the packed K block: [kc][mr]
+            llvm::Value* off = b_.CreateAdd(b_.CreateMul(i0, i64c(kc)), b_.CreateAdd(b_.CreateMul(kk, i64c(mr)), i64c(r)));
+            x = loadIn(f32_, packA, off);
+          } else {
+            llvm::Value* row = b_.CreateAdd(i0, i64c(r));
+            x = loadIn(f32_, a, b_.CreateAdd(b_.CreateMul(row, i64c(g.rsA)), b_.CreateMul(k, i64c(g.csA))));
+          }
+          llvm::Value* xs = b_.CreateVectorSplat(vw, x);
+          for (int v = 0; v < vecs; ++v)
+            out[r * vecs + v] = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt}, {xs, bv[v], in[r * vecs + v]});
+        }
+        return out;
+      });
+      for (int64_t r = 0; r < rows; ++r)
+        for (int v = 0; v < vecs; ++v) {
+          llvm::Value* p = vecPtr(c, b_.CreateAdd(i0, i64c(r)), g.rsC, j0, v);
+          llvm::Instruction* st = nullptr;
+          if (v == vecs - 1 && mask) st = b_.CreateMaskedStore(acc[r * vecs + v], p, llvm::Align(4), mask);
+          else st = b_.CreateAlignedStore(acc[r * vecs + v], p, llvm::Align(4));
+          st->setMetadata(llvm::LLVMContext::MD_alias_scope, scope_);
+        }
+    };
+    // K blocks outside (C is revisited once per block of kc), then column
+    // panels (a kc x nr panel of B, 32 KiB with AVX-512, stays in L1 for
+    // every row block), row blocks inside. Each C element still sums its k
+    // in order.
+    llvm::Value* pack = g.pack ? tempPtr(g.packTemp) : nullptr;
+    auto rowBlocks = [&](llvm::Value* j0, int64_t cols, llvm::Value* k0, int64_t kn) {
+      if (pack) {
+        packPanel(pack, b, g.rsB, j0, cols, k0, kn);
+        bp = pack, bRs = nr, bj0 = i64c(0);
+      }
+      if (g.M / mr)
+        loop(g.M / mr, [&](llvm::Value* ib) { block(b_.CreateMul(ib, i64c(mr)), mr, j0, cols, k0, kn); });
+      if (g.M % mr) block(i64c(g.M / mr * mr), g.M % mr, j0, cols, k0, kn);
+    };
+    auto panels = [&](llvm::Value* k0, int64_t kn) {
+      if (packA) packRows(packA, a, g, k0, kn);
+      if (g.N / nr) loop(g.N / nr, [&](llvm::Value* jb) { rowBlocks(b_.CreateMul(jb, i64c(nr)), nr, k0, kn); });
+      if (g.N % nr) rowBlocks(i64c(g.N / nr * nr), g.N % nr, k0, kn);
+    };
+    if (g.K / kc) loop(g.K / kc, [&](llvm::Value* kb) { panels(b_.CreateMul(kb, i64c(kc)), kc); });
+    if (g.K % kc) panels(i64c(g.K / kc * kc), g.K % kc);
+  }
+
+  // A's K block [k0, k0 + kn) as row blocks: P[(i / mr) kc mr + kk mr +
+  // i % mr] = A[i, k0 + kk] (alias scope as packPanel).
+  void packRows(llvm::Value* p, llvm::Value* a, const Gemm& g, llvm::Value* k0, int64_t kn) {
+    const int64_t mr = kernelRows(opts_.vectorWidth), kc = g.kc;
+    llvm::MDBuilder mdb(c_);
+    llvm::MDNode* packScope = llvm::MDNode::get(c_, {mdb.createAnonymousAliasScope(domain_, "packA")});
+    auto rowsOf = [&](llvm::Value* i0, int64_t rows) {
+      loop(kn, [&](llvm::Value* kk) {
+        llvm::Value* col = b_.CreateMul(b_.CreateAdd(k0, kk), i64c(g.csA));
+        llvm::Value* dst = b_.CreateAdd(b_.CreateMul(i0, i64c(kc)), b_.CreateMul(kk, i64c(mr)));
+        for (int64_t r = 0; r < rows; ++r) {
+          llvm::Value* src = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64c(r)), i64c(g.rsA)), col);
+          auto* l = b_.CreateAlignedLoad(f32_, gep(f32_, a, src), llvm::Align(4));
+          l->setMetadata(llvm::LLVMContext::MD_noalias, packScope);
+          auto* st = b_.CreateAlignedStore(l, gep(f32_, p, b_.CreateAdd(dst, i64c(r))), llvm::Align(4));
+          st->setMetadata(llvm::LLVMContext::MD_alias_scope, packScope);
+        }
+      });
+    };
+    if (g.M / mr) loop(g.M / mr, [&](llvm::Value* ib) { rowsOf(b_.CreateMul(ib, i64c(mr)), mr); });
+    if (g.M % mr) rowsOf(i64c(g.M / mr * mr), g.M % mr);
+  }
+
+  // P[kk * nr + j] = B[(k0 + kk) * rsB + j0 + j] for kk < kn, j < cols (B
+  // rows contiguous). The stores get their own alias scope: the kernel's
+  // loads of P are declared not to alias C's stores, but may alias these.
+  void packPanel(llvm::Value* p, llvm::Value* b, int64_t rsB, llvm::Value* j0, int64_t cols, llvm::Value* k0,
+                 int64_t kn) {
+    const int vw = opts_.vectorWidth;
+    const int64_t nr = kernelCols(vw);
+    auto* vt = llvm::FixedVectorType::get(f32_, vw);
+    llvm::MDBuilder mdb(c_);
+    llvm::MDNode* packScope = llvm::MDNode::get(c_, {mdb.createAnonymousAliasScope(domain_, "pack")});
+    const int vecs = (int)((cols + vw - 1) / vw);
+    const int64_t lastLanes = cols - (int64_t)(vecs - 1) * vw;
+    llvm::Value* mask = nullptr;
+    if (lastLanes < vw) {
+      std::vector<llvm::Constant*> bits;
+      for (int l = 0; l < vw; ++l) bits.push_back(b_.getInt1(l < lastLanes));
+      mask = llvm::ConstantVector::get(bits);
+    }
+    loop(kn, [&](llvm::Value* kk) {
+      llvm::Value* src = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(k0, kk), i64c(rsB)), j0);
+      llvm::Value* dst = b_.CreateMul(kk, i64c(nr));
+      for (int v = 0; v < vecs; ++v) {
+        llvm::Value* sp = gep(f32_, b, b_.CreateAdd(src, i64c((int64_t)v * vw)));
+        llvm::Value* dp = gep(f32_, p, b_.CreateAdd(dst, i64c((int64_t)v * vw)));
+        llvm::Instruction* l = nullptr;
+        if (v == vecs - 1 && mask) l = b_.CreateMaskedLoad(vt, sp, llvm::Align(4), mask, llvm::Constant::getNullValue(vt));
+        else l = b_.CreateAlignedLoad(vt, sp, llvm::Align(4));
+        l->setMetadata(llvm::LLVMContext::MD_noalias, packScope);
+        auto* st = b_.CreateAlignedStore(l, dp, llvm::Align(4));
+        st->setMetadata(llvm::LLVMContext::MD_alias_scope, packScope);
+      }
     });
   }
 
@@ -1474,7 +1708,7 @@ class Lowering {
           llvm::Value* p = nullptr;
           for (size_t i = 0; i < in.size(); ++i) {
             llvm::Value* off = b_.CreateAdd(base[i], offset(sivs, stridesOver(summed, i)));
-            llvm::Value* x = load(f32_, in[i], off);
+            llvm::Value* x = loadIn(f32_, in[i], off);
             p = p ? b_.CreateFMul(p, x) : x;
           }
           return b_.CreateFAdd(a, p);

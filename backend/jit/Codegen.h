@@ -27,15 +27,20 @@ struct ResultSource {
 };
 
 struct CodegenOptions {
-  // Contractions of at most this many multiply-adds per GEMM (M*N*K) are
-  // generated as loops; larger ones call gsl_rt_sgemm (Eigen). See
-  // Codegen.cpp for the measurement behind the default.
-  int64_t smallGemmMacs = 32 * 32 * 32;
+  // How GEMMs (matmul, einsum as batched GEMM) are executed; see the
+  // measurement in Codegen.cpp. Auto: the generated register-blocked
+  // kernel whenever rows (or columns) of the operands are contiguous, else
+  // generated dot-product loops up to `dotLoopMacs` multiply-adds and
+  // Eigen above. Eigen: every GEMM calls gsl_rt_sgemm. Loops: never Eigen.
+  enum class GemmCode { Auto, Eigen, Loops } gemm = GemmCode::Auto;
+  int64_t dotLoopMacs = 32 * 32 * 32;
+  // f32 lanes of the host's vector registers (16 with AVX-512, 8 with AVX).
+  int vectorWidth = 8;
 };
 
-// Reads GSL_JIT_GEMM (`eigen`: every GEMM calls Eigen; `loops`: every GEMM
-// is generated) once per process; the defaults otherwise. A benchmarking
-// knob only: the process-wide cache assumes options never change.
+// Reads GSL_JIT_GEMM (`eigen` or `loops`, see GemmCode) once per process;
+// the defaults otherwise. A benchmarking knob only: the process-wide cache
+// assumes options never change.
 const CodegenOptions& defaultCodegenOptions();
 
 struct Lowered {

@@ -98,7 +98,7 @@ class Compiler {
 
   std::string emit(const ir::Function& f, bool optimized) {
     std::lock_guard<std::mutex> lock(compileMutex_);
-    jit::Lowered l = jit::lowerFunction(f, "gsl_" + f.name, jit::defaultCodegenOptions());
+    jit::Lowered l = jit::lowerFunction(f, "gsl_" + f.name, opts_);
     prepare(*l.module);
     if (optimized) optimize(*l.module);
     std::string s;
@@ -115,6 +115,11 @@ class Compiler {
     auto jtmb = expect(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
     jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
     tm_ = expect(jtmb.createTargetMachine(), "creating the target machine");
+    opts_ = jit::defaultCodegenOptions();
+    const std::string features = tm_->getTargetFeatureString().str();
+    opts_.vectorWidth = features.find("+avx512f") != std::string::npos ? 16
+                        : features.find("+avx") != std::string::npos   ? 8
+                                                                         : 4;
     jit_ = expect(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(), "creating the LLJIT");
     // Every runtime helper is an absolute symbol of the main JITDylib.
     llvm::orc::SymbolMap syms;
@@ -155,7 +160,7 @@ class Compiler {
   std::shared_ptr<const Compiled> compile(const ir::Function& f) {
     std::lock_guard<std::mutex> lock(compileMutex_);
     const std::string symbol = "gsl_fn_" + std::to_string(nextSymbol_++);
-    jit::Lowered l = jit::lowerFunction(f, symbol, jit::defaultCodegenOptions());
+    jit::Lowered l = jit::lowerFunction(f, symbol, opts_);
     prepare(*l.module);
     optimize(*l.module);
     expect(jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(l.module), std::move(l.context))),
@@ -170,6 +175,7 @@ class Compiler {
   }
 
   std::unique_ptr<llvm::TargetMachine> tm_;
+  jit::CodegenOptions opts_;
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::mutex compileMutex_;  // the target machine, lowering and the LLJIT's compiles
   uint64_t nextSymbol_ = 0;

@@ -5,6 +5,7 @@
 // product kernel (as in backend/Kernels.cpp).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <Eigen/Core>
 #include <cmath>

@@ -333,10 +333,8 @@ inline std::string checkRank(const Case& c, const ir::Mesh& mesh, int rank, cons
     int32_t want = c.expect(rank, g, idx, unravel(i, rt.shape));
     int32_t got = static_cast<const int32_t*>(out.raw())[i];
     if (got == want) continue;
-    if (!bad++)
-      first = "element " + std::to_string(i) + " is word " + std::to_string(got) + " (f32 " +
-              std::to_string(asF32(got)) + "), expected " + std::to_string(want) + " (f32 " +
-              std::to_string(asF32(want)) + ")";
+    auto show = [&](int32_t w) { return c.dt == DType::F32 ? std::to_string(asF32(w)) : std::to_string(w); };
+    if (!bad++) first = "element " + std::to_string(i) + " is " + show(got) + ", expected " + show(want);
   }
   if (bad) return where + std::to_string(bad) + " wrong elements; first: " + first;
   const std::string kind = ir::opInfo(c.op->op->kind).mnemonic;

@@ -147,6 +147,7 @@ int main(int argc, char** argv) {
     else if (a.rfind("-np=", 0) == 0) a = "--np=" + a.substr(4);
     args.push_back(a);
   }
+  const std::vector<std::string> originalArgs = args;  // parse() consumes `args`
   try {
     app.parse(args);
   } catch (const CLI::CallForHelp& e) {
@@ -174,7 +175,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     bool underMpirun = gsl::runtime::MpiSession::launchedByMpirun();
-    if (mpi && !underMpirun) return launchMpirun(args, runC.np);
+    if (mpi && !underMpirun) return launchMpirun(originalArgs, runC.np);
     auto prog = build(runC, sm, diags, rc);
     if (!prog) return rc;
     if (!prog->host.hasMain) {

@@ -1,0 +1,255 @@
+// The JIT engine as a whole: fusion and buffer planning, the process-wide
+// compile cache under threads, per-rank programs with collectives, and the
+// results an engine hands back.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <barrier>
+#include <cstring>
+#include <thread>
+
+#include "jit_test_util.h"
+
+using namespace jittest;
+
+namespace {
+
+// x -> tanh(exp(x) * y + 1.5) - x: five elementwise ops (and a constant).
+Value* chain(Builder& b, Value* x, Value* y) {
+  Value* e = b.op(OpKind::Exp, {x});
+  Value* m = b.op(OpKind::Mul, {e, y});
+  Value* a = b.op(OpKind::Add, {m, b.constant(1.5, {DType::F32, {}})});
+  Value* t = b.op(OpKind::Tanh, {a});
+  return b.op(OpKind::Sub, {t, x});
+}
+
+// Ranks as threads of this process; collectives over the whole world with
+// std::barrier (enough for the JIT's tests; runtime/ has the real one).
+class BarrierWorld {
+ public:
+  explicit BarrierWorld(int n) : n_(n), sync_(n), posted_(n) {}
+  int size() const { return n_; }
+  void sync() { sync_.arrive_and_wait(); }
+  std::vector<const void*>& posted() { return posted_; }
+
+ private:
+  int n_;
+  std::barrier<> sync_;
+  std::vector<const void*> posted_;
+};
+
+class BarrierComm : public Communicator {
+ public:
+  BarrierComm(BarrierWorld& w, int rank) : w_(w), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return w_.size(); }
+  void allGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) override {
+    w_.posted()[rank_] = send;
+    w_.sync();
+    for (size_t i = 0; i < group.size(); ++i)
+      std::memcpy((char*)recv + i * bytes, w_.posted()[group[i]], bytes);
+    w_.sync();
+  }
+  void allReduce(const std::vector<int>& group, void* data, size_t count, DType dt, ReduceOp op) override {
+    REQUIRE(op == ReduceOp::Sum);
+    std::vector<float> mine((const float*)data, (const float*)data + count);
+    w_.posted()[rank_] = mine.data();
+    w_.sync();
+    for (size_t k = 0; k < count; ++k) {
+      float s = 0;
+      for (int r : group) s += ((const float*)w_.posted()[r])[k];
+      ((float*)data)[k] = s;
+    }
+    w_.sync();
+  }
+  void reduceScatter(const std::vector<int>&, const void*, size_t, DType, void*) override { FAIL("unused"); }
+  void allToAll(const std::vector<int>&, const void*, size_t, void*) override { FAIL("unused"); }
+  void permute(const std::vector<int>&, const std::vector<int64_t>&, const void*, size_t, void*) override {
+    FAIL("unused");
+  }
+  void barrier() override { w_.sync(); }
+  void abort(const std::string&) override {}
+
+ private:
+  BarrierWorld& w_;
+  int rank_;
+};
+
+class FailingComm : public BarrierComm {
+ public:
+  using BarrierComm::BarrierComm;
+  void allReduce(const std::vector<int>&, void*, size_t, DType, ReduceOp) override {
+    throw CommError("rank 1 failed: test");
+  }
+};
+
+ir::Mesh lineMesh(int n) {
+  ir::Mesh m;
+  m.name = "m";
+  m.axes = {{"x", n}};
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("jit: a 5-op elementwise chain is one loop with no intermediate buffers") {
+  Builder b;
+  Value* x = b.arg(randF32({33, 65}));
+  Value* y = b.arg(randF32({65}, -1, 1, 5));
+  b.check1(chain(b, x, y));
+  CHECK(jitPeakBytes(b.f) == 0);
+  // Optimised code: one function, exp called, no workspace traffic.
+  std::string ll = jitEmitLLVM(b.f, /*optimized=*/false);
+  CHECK(ll.find("@llvm.exp.f32") != std::string::npos);
+  CHECK(ll.find("gsl_rt_") == std::string::npos);  // nothing called
+}
+
+TEST_CASE("jit: a reduction of a fused chain reads no intermediate buffer") {
+  Builder b;
+  Value* x = b.arg(randF32({16, 100}));
+  Value* y = b.arg(randF32({100}, -1, 1, 5));
+  Value* c = chain(b, x, y);
+  Value* sq = b.op(OpKind::Mul, {c, c});  // c has two uses: materialised
+  Value* s = b.op(OpKind::Mean, {b.op(OpKind::Sqrt, {b.op(OpKind::Abs, {sq})})}, attrs({{"axis", Ints{-1}}}));
+  b.check1(s);
+  // The chain's result (16 x 100 f32) and mean's double accumulators (16 x 8).
+  CHECK(jitPeakBytes(b.f) == 16 * 100 * 4 + 128);
+}
+
+TEST_CASE("jit: dead values' buffers are reused") {
+  Builder b;
+  Value* v = b.arg(randF32({64, 64}));
+  for (int i = 0; i < 6; ++i) v = b.op(OpKind::Transpose, {v}, attrs({{"perm", Ints{1, 0}}}));
+  b.check1(v);
+  // Five intermediates, at most two alive at once.
+  CHECK(jitPeakBytes(b.f) == 2 * 64 * 64 * 4);
+}
+
+TEST_CASE("jit: results that are arguments, repeated values, views, params and constants") {
+  Tensor w = randF32({2, 3});
+  KernelContext ctx;
+  ctx.param = [&](const std::string&) -> const Tensor& { return w; };
+  Builder b;
+  Value* x = b.arg(randF32({2, 3}));
+  Value* r = b.op(OpKind::Reshape, {x}, attrs({{"shape", Ints{3, 2}}}));
+  Value* p = b.typed(OpKind::Param, attrs({{"name", std::string("w")}}), w.type());
+  Value* c = b.constant(-1.0, {DType::I32, {4}});
+  Value* s = b.op(OpKind::Add, {x, p});
+  auto res = b.check({x, s, r, s, p, c, x}, ctx);
+  CHECK(res[0].raw() == b.args[0].raw());  // as the interpreter: the argument itself
+  CHECK(res[3].raw() == res[1].raw());
+  CHECK(res[2].raw() != b.args[0].raw());  // a view is copied out
+  CHECK(res[4].raw() != w.raw());
+}
+
+TEST_CASE("jit: unused ops are skipped, but a failing take still fails") {
+  Builder b;
+  Value* x = b.arg(randF32({4, 3}));
+  Value* idx = b.arg(i32({2}, {0, 9}));
+  b.op(OpKind::Exp, {x});  // dead
+  b.op(OpKind::Take, {x, idx});  // dead, but it fails
+  b.f.results = {b.op(OpKind::Neg, {x})};
+  CHECK_THROWS_AS(makeJitEngine({})->call(b.f, b.args), RuntimeError);
+  CHECK_THROWS_AS(interpret(b.f, b.args, {}), RuntimeError);
+}
+
+TEST_CASE("jit: 64 threads calling one function compile it exactly once") {
+  // A function no other test compiles.
+  auto build = [](Builder& b) {
+    Value* x = b.arg(randF32({7, 3, 11}, -1, 1, 77));
+    Value* s = b.op(OpKind::Softmax, {chain(b, x, x)}, attrs({{"axis", int64_t(1)}}));
+    b.f.results = {b.op(OpKind::Sum, {s}, attrs({{"axis", Ints{0}}}))};
+  };
+  Builder ref;
+  build(ref);
+  Tensor expect = interpret(ref.f, ref.args, {}).at(0);
+  const uint64_t before = jitCompileCount();
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  std::barrier<> start(64);
+  for (int t = 0; t < 64; ++t)
+    threads.emplace_back([&, t] {
+      Builder b;  // an equal function (same text), built by each thread
+      build(b);
+      KernelContext ctx;
+      ctx.rank = t;
+      auto engine = makeJitEngine(ctx);
+      start.arrive_and_wait();
+      for (int rep = 0; rep < 5; ++rep) {
+        Tensor got = engine->call(b.f, b.args).at(0);
+        bool same = got.type() == expect.type();
+        for (int64_t i = 0; same && i < got.size(); ++i) same = close(got.f32()[i], expect.f32()[i]);
+        if (same && rep == 4) ok++;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(ok == 64);
+  CHECK(jitCompileCount() - before == 1);
+}
+
+TEST_CASE("jit: one compiled per-rank program serves every rank (shard_slice, all_reduce, all_gather)") {
+  const int n = 4;
+  ir::Mesh mesh = lineMesh(n);
+  BarrierWorld world(n);
+  auto build = [&](Builder& b, const Tensor& x) {
+    Value* v = b.arg(x);
+    AttrMap at = attrs({{"mesh", std::string("m")}, {"axes", Ints{0}}, {"n", int64_t(n)}, {"dim", int64_t(1)}});
+    Value* local = b.op(OpKind::ShardSlice, {v}, at);                       // [6, 2]
+    Value* y = b.op(OpKind::Mul, {local, local});
+    Value* red = b.op(OpKind::AllReduce, {y}, attrs({{"mesh", std::string("m")}, {"axes", Ints{0}},
+                                                      {"n", int64_t(n)}, {"reduce", std::string("sum")}}));
+    Value* g = b.op(OpKind::AllGather, {b.op(OpKind::Exp, {local})}, at);  // [6, 8]
+    b.f.results = {local, red, g};
+  };
+  Tensor x = randF32({6, 8});
+  // Expected, per rank: the interpreter on the same world.
+  std::vector<std::vector<Tensor>> expect(n), got(n);
+  auto runAll = [&](bool useJit, std::vector<std::vector<Tensor>>& out) {
+    std::vector<std::thread> ts;
+    for (int r = 0; r < n; ++r)
+      ts.emplace_back([&, r] {
+        Builder b;
+        build(b, x);
+        BarrierComm comm(world, r);
+        KernelContext ctx;
+        ctx.rank = r;
+        ctx.comm = &comm;
+        ctx.mesh = [&](const std::string&) -> const ir::Mesh& { return mesh; };
+        out[r] = useJit ? makeJitEngine(ctx)->call(b.f, b.args) : interpret(b.f, b.args, ctx);
+      });
+    for (auto& t : ts) t.join();
+  };
+  runAll(false, expect);
+  const uint64_t before = jitCompileCount();
+  runAll(true, got);
+  CHECK(jitCompileCount() - before == 1);
+  for (int r = 0; r < n; ++r)
+    for (size_t j = 0; j < expect[r].size(); ++j)
+      compareTensors(got[r][j], expect[r][j], "rank " + std::to_string(r) + " result " + std::to_string(j));
+  // Ranks differ where they should: rank r holds columns 2r, 2r+1.
+  CHECK(got[1][0].f32()[0] == x.f32()[2]);
+}
+
+TEST_CASE("jit: a communication failure is rethrown by the engine") {
+  ir::Mesh mesh = lineMesh(1);
+  BarrierWorld world(1);
+  FailingComm comm(world, 0);
+  KernelContext ctx;
+  ctx.comm = &comm;
+  ctx.mesh = [&](const std::string&) -> const ir::Mesh& { return mesh; };
+  Builder b;
+  Value* v = b.arg(randF32({3}));
+  b.f.results = {b.op(OpKind::AllReduce, {v}, attrs({{"mesh", std::string("m")}, {"axes", Ints{0}},
+                                                      {"n", int64_t(1)}, {"reduce", std::string("sum")}}))};
+  CHECK_THROWS_AS(makeJitEngine(ctx)->call(b.f, b.args), CommError);
+}
+
+TEST_CASE("jit: --emit llvm text") {
+  Builder b;
+  Value* x = b.arg(randF32({8, 8}));
+  b.f.results = {b.op(OpKind::MatMul, {x, x})};
+  std::string raw = jitEmitLLVM(b.f, false), opt = jitEmitLLVM(b.f, true);
+  CHECK(raw.find("define i32 @gsl_t(ptr") != std::string::npos);
+  CHECK(opt.find("@gsl_t(ptr") != std::string::npos);
+  CHECK(opt.find(" x float>") != std::string::npos);  // vectorised for the host
+}
