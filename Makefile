@@ -51,4 +51,6 @@ clean:
 # Benchmarks (bench/): each prints its ratio against a reference measured in the same run.
 .PHONY: bench
 bench: build
-	@for b in $(BUILD)/bench/bench_*; do [ -x "$$b" ] && echo "== $$b" && "$$b"; done
+	$(BUILD)/bench/bench_compile_time
+	$(BUILD)/bench/bench_collectives_threads
+	bench/run_mpi_bench.sh $(BUILD)/bench/bench_collectives_mpi

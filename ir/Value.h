@@ -15,6 +15,11 @@ struct Value {
   TensorType type;
   std::optional<Sharding> sharding;  // user annotation or (later) propagated
   SourceLoc shardingLoc;             // where the user annotation was written
+  // Why the value has its sharding, when propagation gave it (for the
+  // REPL's :sharding): derived through op `shardingVia` from value
+  // `shardingSource` (an operand: forward; the result: backward).
+  const Op* shardingVia = nullptr;
+  const Value* shardingSource = nullptr;
   Op* def = nullptr;                 // defining op; nullptr for arguments
   int argIndex = -1;                 // >= 0 for function arguments
 };

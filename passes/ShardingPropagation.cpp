@@ -74,6 +74,13 @@ struct Propagator {
     std::map<int, std::vector<std::string>> axes;
     collect(srcs, L, axes);
     op.result->sharding = build(mesh, op.result, L.result, axes, L);
+    op.result->shardingVia = &op;
+    // The source: the operand with the most split dims (rule 2).
+    const Value* best = nullptr;
+    for (Value* v : op.operands)
+      if (v->sharding && v->sharding->mesh == mesh && (!best || splitDims(*v->sharding) > splitDims(*best->sharding)))
+        best = v;
+    op.result->shardingSource = best;
     return true;
   }
 
@@ -92,6 +99,8 @@ struct Propagator {
       std::map<int, std::vector<std::string>> axes;
       collect(srcs, L, axes);
       v->sharding = build(mesh, v, L.operands[i], axes, L);
+      v->shardingVia = &op;
+      v->shardingSource = op.result;
       changed = true;
     }
     return changed;

@@ -67,30 +67,31 @@ while IFS= read -r args; do
     continue
   fi
   n=$((n + 1))
+  label="$args${MPI:+ $MPI}"
   dir="$WORK/c$n"
   mkdir "$dir"
   # shellcheck disable=SC2086  # args are split on purpose
   (cd "$dir" && exec "$GSL" run "$FILE" $args $MPI) > "$dir/out" 2> "$dir/err" < /dev/null
   rc=$?
   if [ $rc -ne 0 ]; then
-    echo "FAIL: gsl run $args $MPI exited with $rc"
+    echo "FAIL: gsl run $label exited with $rc"
     sed 's/^/  | /' "$dir/err" | head -40
     sed 's/^/  > /' "$dir/out" | tail -10
     fail=1
     continue
   fi
   if [ ! -s "$dir/out" ]; then
-    echo "FAIL: gsl run $args $MPI printed nothing"
+    echo "FAIL: gsl run $label printed nothing"
     fail=1
     continue
   fi
   if [ -z "$first" ]; then
     first="$dir/out"
-    firstArgs=$args
-    echo "ok   [$args $MPI] reference, $(wc -l < "$dir/out") lines"
+    firstArgs=$label
+    echo "ok   [$label] reference, $(wc -l < "$dir/out") lines"
     continue
   fi
-  if awk -v ref="$first" -v refArgs="$firstArgs" -v args="$args $MPI" '
+  if awk -v ref="$first" -v refArgs="$firstArgs" -v args="$label" '
     function isnum(t) { return t ~ /^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$/ }
     function abs(x) { return x < 0 ? -x : x }
     function tokens(line, arr,   s) {
@@ -112,7 +113,7 @@ while IFS= read -r args; do
       bad++
     }
     {
-      if ((getline want < ref) <= 0) { report("extra line"); want = "<none>"; next }
+      if ((getline want < ref) <= 0) { want = "<none>"; report("extra line"); next }
       na = tokens(want, ta); nb = tokens($0, tb)
       if (na != nb) { report("different number of tokens"); next }
       for (i = 1; i <= na; i++) {
@@ -127,7 +128,7 @@ while IFS= read -r args; do
       exit bad ? 1 : 0
     }
   ' "$dir/out"; then
-    echo "ok   [$args $MPI]"
+    echo "ok   [$label]"
   else
     fail=1
   fi

@@ -253,3 +253,86 @@ TEST_CASE("jit: --emit llvm text") {
   CHECK(opt.find("@gsl_t(ptr") != std::string::npos);
   CHECK(opt.find(" x float>") != std::string::npos);  // vectorised for the host
 }
+
+TEST_CASE("jit: GEMM code choice (generated kernel, Eigen)") {
+  auto ll = [](const char* spec, Shape a, Shape b) {
+    Builder bl;
+    Value* x = bl.arg(randF32(a));
+    Value* y = bl.arg(randF32(b));
+    bl.f.results = {bl.op(OpKind::Einsum, {x, y}, attrs({{"spec", std::string(spec)}}))};
+    return jitEmitLLVM(bl.f, false);
+  };
+  // Contiguous rows of B and C: the generated kernel, even when large.
+  CHECK(ll("ij,jk->ik", {300, 200}, {200, 100}).find("gsl_rt_sgemm") == std::string::npos);
+  CHECK(ll("ij,jk->ik", {300, 200}, {200, 100}).find("llvm.fmuladd.v") != std::string::npos);
+  // B transposed and C row-major, large: Eigen.
+  CHECK(ll("bqd,bkd->bqk", {3, 50, 20}, {3, 60, 20}).find("gsl_rt_sgemm") != std::string::npos);
+}
+
+// Random graphs of ops (fusion, aliasing views, buffer reuse, repeated and
+// argument results) against the interpreter.
+TEST_CASE("jit: random op graphs match the interpreter") {
+  std::mt19937 rng(2024);
+  auto pick = [&](size_t n) { return (size_t)(rng() % n); };
+  for (int trial = 0; trial < 60; ++trial) {
+    Builder b;
+    std::vector<Value*> pool = {b.arg(randF32({4, 6}, -1, 1, 10 + trial)), b.arg(randF32({6}, -1, 1, 500 + trial)),
+                                b.arg(randF32({4, 1}, -1, 1, 900 + trial))};
+    auto withShape = [&](const Shape& s) {
+      std::vector<Value*> r;
+      for (Value* v : pool)
+        if (v->type.shape == s) r.push_back(v);
+      return r;
+    };
+    for (int step = 0; step < 14; ++step) {
+      Value* x = pool[pick(pool.size())];
+      const Shape& s = x->type.shape;
+      Value* y = nullptr;
+      switch (pick(11)) {
+        case 0: y = b.op(OpKind::Tanh, {x}); break;
+        case 1: y = b.op(OpKind::Sigmoid, {b.op(OpKind::Neg, {x})}); break;
+        case 2: {  // binary with any broadcast-compatible partner
+          Value* z = pool[pick(pool.size())];
+          Shape out;
+          if (!ir::broadcastShapes(s, z->type.shape, out)) z = x;
+          OpKind ks[] = {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Maximum};
+          y = b.op(ks[pick(4)], {x, z});
+          break;
+        }
+        case 3:
+          if (s.size() == 2) y = b.op(OpKind::Transpose, {x}, attrs({{"perm", Ints{1, 0}}}));
+          break;
+        case 4: y = b.op(OpKind::Reshape, {x}, attrs({{"shape", Ints{-1}}})); break;
+        case 5:
+          if (s.size() == 1 && s[0] == 24) y = b.op(OpKind::Reshape, {x}, attrs({{"shape", Ints{4, 6}}}));
+          else if (s.size() == 2) y = b.op(OpKind::Sum, {x}, attrs({{"axis", Ints{1}}, {"keepdims", true}}));
+          break;
+        case 6:
+          if (s.size() >= 1 && s[0] >= 2)
+            y = b.op(OpKind::Slice, {x}, attrs({{"axis", int64_t(0)}, {"start", int64_t(1)}, {"end", s[0]}}));
+          break;
+        case 7:
+          if (s == Shape{4, 6} && !withShape({6, 4}).empty())
+            y = b.op(OpKind::MatMul, {x, withShape({6, 4})[0]});
+          break;
+        case 8:
+          if (s.size() == 2) y = b.op(OpKind::Concat, {x, x}, attrs({{"axis", int64_t(1)}}));
+          break;
+        case 9:
+          if (s.size() >= 1) y = b.op(OpKind::Softmax, {x}, attrs({{"axis", int64_t(-1)}}));
+          break;
+        case 10: {
+          Value* c = b.op(OpKind::Gt, {x, b.constant(0.1, {DType::F32, {}})});
+          y = b.op(OpKind::Where, {c, x, b.op(OpKind::Exp, {x})});
+          break;
+        }
+      }
+      if (y) pool.push_back(y);
+    }
+    std::vector<Value*> results;
+    for (int k = 0, n = 1 + (int)pick(3); k < n; ++k) results.push_back(pool[pick(pool.size())]);
+    results.push_back(pool.back());
+    INFO("trial " << trial);
+    b.check(results, {}, /*normwise=*/true);
+  }
+}

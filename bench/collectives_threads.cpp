@@ -1,0 +1,95 @@
+// Bandwidth of the thread backend's collectives against a plain memcpy of
+// the same bytes (the reference, measured in the same run).
+//   all_gather: each of R ranks receives blocks of B bytes -> compare
+//   with R threads each memcpy'ing (R-1)*B bytes.
+//   all_reduce: compare with R threads each reading R buffers and summing.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/ThreadComm.h"
+
+using Clock = std::chrono::steady_clock;
+
+static double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Runs body on R threads (the same pattern as the ranks) and times it.
+static double threadsMemcpy(int R, size_t bytes, int reps) {
+  std::vector<std::vector<char>> src(R, std::vector<char>(bytes, 1));
+  std::vector<std::vector<char>> dst(R, std::vector<char>(bytes * R));
+  auto t0 = Clock::now();
+  std::vector<std::thread> ts;
+  for (int r = 0; r < R; ++r)
+    ts.emplace_back([&, r] {
+      for (int k = 0; k < reps; ++k)
+        for (int p = 0; p < R; ++p)
+          if (p != r) std::memcpy(dst[r].data() + p * bytes, src[p].data(), bytes);
+    });
+  for (auto& t : ts) t.join();
+  return secondsSince(t0);
+}
+
+static double threadsAllGather(int R, size_t bytes, int reps) {
+  std::vector<std::vector<char>> src(R, std::vector<char>(bytes, 1));
+  std::vector<std::vector<char>> dst(R, std::vector<char>(bytes * R));
+  std::vector<int> group(R);
+  for (int i = 0; i < R; ++i) group[i] = i;
+  auto t0 = Clock::now();
+  gsl::runtime::runRanksOrThrow(R, [&](int r, gsl::backend::Communicator& c) {
+    for (int k = 0; k < reps; ++k) c.allGather(group, src[r].data(), bytes, dst[r].data());
+  });
+  return secondsSince(t0);
+}
+
+static double threadsAllReduce(int R, size_t floats, int reps) {
+  std::vector<std::vector<float>> buf(R, std::vector<float>(floats, 1.0f));
+  std::vector<int> group(R);
+  for (int i = 0; i < R; ++i) group[i] = i;
+  auto t0 = Clock::now();
+  gsl::runtime::runRanksOrThrow(R, [&](int r, gsl::backend::Communicator& c) {
+    for (int k = 0; k < reps; ++k)
+      c.allReduce(group, buf[r].data(), floats, gsl::ir::DType::F32, gsl::backend::ReduceOp::Sum);
+  });
+  return secondsSince(t0);
+}
+
+// The reference for all_reduce: every thread sums the R buffers itself.
+static double threadsSumLoop(int R, size_t floats, int reps) {
+  std::vector<std::vector<float>> buf(R, std::vector<float>(floats, 1.0f));
+  std::vector<std::vector<float>> out(R, std::vector<float>(floats));
+  auto t0 = Clock::now();
+  std::vector<std::thread> ts;
+  for (int r = 0; r < R; ++r)
+    ts.emplace_back([&, r] {
+      for (int k = 0; k < reps; ++k) {
+        std::memcpy(out[r].data(), buf[0].data(), floats * 4);
+        for (int p = 1; p < R; ++p)
+          for (size_t i = 0; i < floats; ++i) out[r][i] += buf[p][i];
+      }
+    });
+  for (auto& t : ts) t.join();
+  return secondsSince(t0);
+}
+
+int main(int argc, char** argv) {
+  bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  const int R = 8;
+  const size_t bytes = quick ? (64 << 10) : (4 << 20);
+  const int reps = quick ? 2 : 10;
+  double ag = threadsAllGather(R, bytes, reps), mc = threadsMemcpy(R, bytes, reps);
+  double gb = (double)R * (R - 1) * bytes * reps / 1e9;
+  std::printf("thread backend, %d ranks, %zu KiB per rank, %d reps\n", R, bytes >> 10, reps);
+  std::printf("  all_gather : %7.2f GB/s   memcpy of the same bytes: %7.2f GB/s   ratio all_gather/memcpy = %.2f\n",
+              gb / ag, gb / mc, mc / ag);
+  size_t floats = bytes / 4;
+  double ar = threadsAllReduce(R, floats, reps), sl = threadsSumLoop(R, floats, reps);
+  double gbr = (double)R * R * bytes * reps / 1e9;
+  std::printf("  all_reduce : %7.2f GB/s   local sum of the R buffers: %7.2f GB/s   ratio all_reduce/reference = %.2f\n",
+              gbr / ar, gbr / sl, sl / ar);
+  return 0;
+}
