@@ -41,6 +41,7 @@ enum class ExprKind {
   Int, Float, String, Bool, DType,  // literals
   Name,                             // a name: local, const, param, host variable
   Call,                             // name(args)
+  Method,                           // object.member(args), e.g. opt.minimize(loss, x, y)
   List,                             // [a, b, c] (static lists; concat's operands)
   Tuple,                            // (a, b) (return only)
   Unary,                            // op in {-, +, not}
@@ -56,7 +57,8 @@ struct Expr {
   double fval = 0;      // Float
   bool bval = false;    // Bool
   ir::DType dtype{};    // DType
-  std::string text;     // String value, Name, Call callee, Unary/Binary operator
+  std::string text;     // String value, Name, Call callee, Method object, Unary/Binary operator
+  std::string member;   // Method: the member called
   std::vector<ExprPtr> elems;  // List/Tuple elements; Unary/Binary operands; Annot/Load inner
   std::vector<CallArg> args;   // Call
   std::unique_ptr<ShardAnnot> annot;  // Annot, Load
@@ -80,7 +82,7 @@ struct Stmt {
   bool hasElse = false;
 };
 
-enum class DeclKind { Import, Const, Mesh, Param, Fn };
+enum class DeclKind { Import, Const, Mesh, Param, Fn, Optimizer, Dataset };
 
 struct MeshAxisDecl {
   std::string name;
@@ -104,7 +106,7 @@ struct Decl {
   DeclKind kind;
   SourceLoc loc;
   std::string name;                   // import path for Import
-  ExprPtr value;                      // Const value, Param init
+  ExprPtr value;                      // Const value, Param init, Optimizer/Dataset constructor
   std::vector<MeshAxisDecl> axes;     // Mesh
   std::unique_ptr<TypeExpr> type;     // Param
   std::unique_ptr<ShardAnnot> annot;  // Param

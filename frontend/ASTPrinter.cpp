@@ -69,6 +69,15 @@ std::string exprStr(const Expr& e) {
       }
       return r + ")";
     }
+    case ExprKind::Method: {
+      std::string r = e.text + "." + e.member + "(";
+      for (size_t i = 0; i < e.args.size(); ++i) {
+        if (i) r += ", ";
+        if (!e.args[i].keyword.empty()) r += e.args[i].keyword + "=";
+        r += exprStr(*e.args[i].value);
+      }
+      return r + ")";
+    }
     case ExprKind::List:
     case ExprKind::Tuple: {
       std::string r = e.kind == ExprKind::List ? "[" : "(";
@@ -144,6 +153,8 @@ std::string printAST(const Program& p) {
         os << "]\n";
         break;
       }
+      case DeclKind::Optimizer: os << "optimizer " << d.name << " = " << exprStr(*d.value) << "\n"; break;
+      case DeclKind::Dataset: os << "dataset " << d.name << " = " << exprStr(*d.value) << "\n"; break;
       case DeclKind::Param:
         os << "param " << d.name << ": " << typeStr(*d.type) << (d.annot ? " " + annotStr(*d.annot) : "") << " = "
            << exprStr(*d.value) << "\n";

@@ -14,13 +14,24 @@
 
 namespace gsl::frontend {
 
+struct Thunk;
+
 // An input of a thunk, produced by the host before the thunk runs.
 struct HostLeaf {
-  enum Kind { Var, Load, Exists } kind = Var;
-  std::string name;  // Var: host variable; Load/Exists: file path
+  enum Kind {
+    Var,        // a host variable
+    Load,       // load(path) : T
+    Exists,     // exists(path)
+    Batch,      // one half of batch(dataset, step): index 0 inputs, 1 targets
+    Minimize,   // opt.minimize(f, args...): runs `sub` (a training step), gives the loss
+    StartStep,  // start_step(): the step to resume from (0 without --resume)
+  } kind = Var;
+  std::string name;  // Var: host variable; Load/Exists: file path; Batch: dataset
   ir::TensorType type;
   std::optional<ir::Sharding> sharding;  // Load's annotation
   SourceLoc loc;
+  int index = 0;     // Batch: 0 inputs, 1 targets
+  std::shared_ptr<Thunk> sub;  // Batch: the step; Minimize: the training step
 };
 
 // A tensor computation of the host script: run `fn` on the leaves' values.
@@ -39,6 +50,7 @@ struct HostStmt {
     Print,   // print(args): strings and thunks
     Save,    // save(path, value)
     Eval,    // evaluate value, discard (a call for its effects)
+    SaveCheckpoint,  // save_checkpoint(path): params and optimizer states
   } kind;
   SourceLoc loc;
   std::vector<std::string> names;
@@ -49,10 +61,19 @@ struct HostStmt {
     std::optional<Thunk> value;    // a tensor argument
   };
   std::vector<PrintArg> printArgs;
-  std::string path;  // Save
+  std::string path;  // Save, SaveCheckpoint
+};
+
+// `dataset NAME = copy_task(batch=, seq=, vocab=)`, `reverse_task(...)` or
+// `npy_tokens("file.npy", batch=, seq=)`.
+struct Dataset {
+  std::string name, kind, path;  // kind: copy, reverse, npy
+  int64_t batch = 0, seq = 0, vocab = 0;
+  SourceLoc loc;
 };
 
 struct HostProgram {
+  std::vector<Dataset> datasets;
   bool hasMain = false;
   SourceLoc loc;
   std::vector<HostStmt> body;

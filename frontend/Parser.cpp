@@ -223,6 +223,16 @@ class Builder {
         }
       }
       d->body = block(x->block(), 0);
+    } else if (auto* x = dynamic_cast<GSLParser::OptimizerDeclContext*>(c)) {
+      d->kind = ast::DeclKind::Optimizer;
+      d->name = x->ID()->getText();
+      d->loc = loc(x->ID());
+      d->value = expr(x->expr());
+    } else if (auto* x = dynamic_cast<GSLParser::DatasetDeclContext*>(c)) {
+      d->kind = ast::DeclKind::Dataset;
+      d->name = x->ID()->getText();
+      d->loc = loc(x->ID());
+      d->value = expr(x->expr());
     }
     return d;
   }
@@ -261,15 +271,15 @@ class Builder {
   ast::Block block(GSLParser::BlockContext* c, int depth) {
     ast::Block b;
     if (depth > kMaxNesting) {
-      nestingError(loc(c));
+      nestingError(loc(c), "program is nested too deeply (more than " + std::to_string(kMaxNesting) + " levels)");
       return b;
     }
     for (auto* s : c->stmt()) b.push_back(stmt(s, depth + 1));
     return b;
   }
 
-  void nestingError(SourceLoc l) {
-    if (!tooDeep) diags_.error(l, "program is nested too deeply (more than " + std::to_string(kMaxNesting) + " levels)");
+  void nestingError(SourceLoc l, const std::string& message) {
+    if (!tooDeep) diags_.error(l, message);
     tooDeep = true;
   }
 
@@ -360,7 +370,10 @@ class Builder {
 
   ast::ExprPtr expr(GSLParser::ExprContext* c, int depth = 0) {
     if (depth > kMaxNesting) {
-      nestingError(loc(c));
+      // Brackets were limited before parsing, so this is a long operator
+      // chain (a + b + c + ...), which nests one level per operator.
+      nestingError(loc(c), "expression is nested too deeply (more than " + std::to_string(kMaxNesting) +
+                               " operators deep; split it with let)");
       return mk(ast::ExprKind::Int, loc(c));
     }
     if (auto* x = dynamic_cast<GSLParser::PrimaryExprContext*>(c)) return primary(x->primary(), depth);
@@ -440,6 +453,19 @@ class Builder {
     if (auto* x = dynamic_cast<GSLParser::CallExprContext*>(c)) {
       auto e = mk(ast::ExprKind::Call, l);
       e->text = x->ID()->getText();
+      for (auto* a : x->arg()) {
+        ast::CallArg arg;
+        arg.loc = loc(a);
+        if (a->ID()) arg.keyword = a->ID()->getText();
+        arg.value = expr(a->expr(), depth + 1);
+        e->args.push_back(std::move(arg));
+      }
+      return e;
+    }
+    if (auto* x = dynamic_cast<GSLParser::MethodExprContext*>(c)) {
+      auto e = mk(ast::ExprKind::Method, l);
+      e->text = x->ID(0)->getText();
+      e->member = x->ID(1)->getText();
       for (auto* a : x->arg()) {
         ast::CallArg arg;
         arg.loc = loc(a);

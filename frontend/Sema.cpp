@@ -65,7 +65,8 @@ SourceLoc startLoc(const ast::Expr& e) {
   return e.loc;
 }
 
-const std::set<std::string> kHostBuiltins = {"print", "save", "exists", "load"};
+const std::set<std::string> kHostBuiltins = {"print", "save", "exists", "load", "grad", "batch", "start_step",
+                                             "save_checkpoint"};
 const std::set<std::string> kInitializers = {"zeros", "ones", "normal", "uniform", "glorot"};
 
 class Sema {
@@ -84,6 +85,8 @@ class Sema {
         case ast::DeclKind::Const: declConst(*d); break;
         case ast::DeclKind::Mesh: declMesh(*d); break;
         case ast::DeclKind::Param: declParam(*d); break;
+        case ast::DeclKind::Optimizer: declOptimizer(*d); break;
+        case ast::DeclKind::Dataset: declDataset(*d); break;
         default: break;
       }
     }
@@ -133,6 +136,7 @@ class Sema {
   std::set<std::string> failedInstances_;
   std::map<std::string, FnInfo> fns_;
   std::vector<std::unique_ptr<Function>> thunks_;
+  int nextThunk_ = 0;  // thunks are named main.0, main.1, ... in creation order
 
   // A lowering context: the function being built and its local names.
   struct Ctx {
@@ -154,7 +158,7 @@ class Sema {
 
   // ------------------------------------------------------------ declarations
   void registerNames(const std::vector<const ast::Decl*>& decls) {
-    static const char* kinds[] = {"import", "const", "mesh", "param", "fn"};
+    static const char* kinds[] = {"import", "const", "mesh", "param", "fn", "optimizer", "dataset"};
     for (const ast::Decl* d : decls) {
       if (d->kind == ast::DeclKind::Import) continue;
       const char* kind = kinds[(int)d->kind];
@@ -266,6 +270,98 @@ class Sema {
       return;
     }
     mod_->params.push_back(p);
+  }
+
+  // Keyword arguments of a declaration's constructor call, as numbers.
+  bool numericKeywords(const ast::Expr& e, const std::map<std::string, double>& defaults,
+                       std::map<std::string, double>& out, size_t positional = 0) {
+    out = defaults;
+    std::string names;
+    for (auto& [k, v] : defaults) names += (names.empty() ? "" : ", ") + k;
+    for (size_t i = positional; i < e.args.size(); ++i) {
+      const auto& a = e.args[i];
+      if (a.keyword.empty()) {
+        err(a.loc, e.text + " takes keyword arguments (" + names + ")");
+        return false;
+      }
+      if (!defaults.count(a.keyword)) {
+        std::vector<std::string> ks;
+        for (auto& [k, v] : defaults) ks.push_back(k);
+        err(a.loc, e.text + " has no argument '" + a.keyword + "' (it takes " + names + ")" + suggest(a.keyword, ks));
+        return false;
+      }
+      auto n = constEval(*a.value);
+      if (!n) return false;
+      out[a.keyword] = n->d();
+    }
+    return true;
+  }
+
+  void declOptimizer(const ast::Decl& d) {
+    static const std::map<std::string, std::pair<Optimizer::Kind, std::map<std::string, double>>> kinds = {
+        {"sgd", {Optimizer::SGD, {{"lr", 0.01}, {"momentum", 0.0}}}},
+        {"adam", {Optimizer::Adam, {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}}}},
+        {"adafactor", {Optimizer::Adafactor, {{"lr", 1e-2}, {"decay", 0.8}, {"eps", 1e-30}, {"clip", 1.0}}}},
+    };
+    const ast::Expr& e = *d.value;
+    auto it = e.kind == ast::ExprKind::Call ? kinds.find(e.text) : kinds.end();
+    if (it == kinds.end()) {
+      err(e.loc, "an optimizer is sgd(...), adam(...) or adafactor(...)");
+      return;
+    }
+    Optimizer o;
+    o.name = d.name;
+    o.kind = it->second.first;
+    o.loc = d.loc;
+    if (!numericKeywords(e, it->second.second, o.hp)) return;
+    for (auto& [k, v] : o.hp)
+      if (v < 0 || (k == "lr" && v <= 0)) {
+        err(e.loc, e.text + "'s " + k + " must be " + (k == "lr" ? "positive" : "non-negative"));
+        return;
+      }
+    mod_->optimizers.push_back(o);
+  }
+
+  void declDataset(const ast::Decl& d) {
+    const ast::Expr& e = *d.value;
+    Dataset ds;
+    ds.name = d.name;
+    ds.loc = d.loc;
+    std::map<std::string, double> kw;
+    if (e.kind == ast::ExprKind::Call && (e.text == "copy_task" || e.text == "reverse_task")) {
+      ds.kind = e.text == "copy_task" ? "copy" : "reverse";
+      if (!numericKeywords(e, {{"batch", 0}, {"seq", 0}, {"vocab", 0}}, kw)) return;
+    } else if (e.kind == ast::ExprKind::Call && e.text == "npy_tokens") {
+      ds.kind = "npy";
+      if (e.args.empty() || !e.args[0].keyword.empty() || e.args[0].value->kind != ast::ExprKind::String) {
+        err(e.loc, "npy_tokens takes the path of an i32 .npy file first: npy_tokens(\"tokens.npy\", batch=B, seq=S)");
+        return;
+      }
+      ds.path = e.args[0].value->text;
+      if (!numericKeywords(e, {{"batch", 0}, {"seq", 0}}, kw, 1)) return;
+    } else {
+      err(e.loc, "a dataset is copy_task(batch=, seq=, vocab=), reverse_task(batch=, seq=, vocab=) or npy_tokens(\"file.npy\", batch=, seq=)");
+      return;
+    }
+    for (auto& [k, v] : kw)
+      if (v < 1 || v != (double)(int64_t)v) {
+        err(e.loc, e.text + " needs a positive integer '" + k + "'");
+        return;
+      }
+    ds.batch = (int64_t)kw["batch"];
+    ds.seq = (int64_t)kw["seq"];
+    ds.vocab = kw.count("vocab") ? (int64_t)kw["vocab"] : 0;
+    if (ds.kind != "npy" && (ds.seq < 4 || ds.vocab < 3)) {
+      err(e.loc, e.text + " needs seq >= 4 and vocab >= 3");
+      return;
+    }
+    out_.host.datasets.push_back(ds);
+  }
+
+  const Dataset* findDataset(const std::string& n) const {
+    for (const auto& d : out_.host.datasets)
+      if (d.name == n) return &d;
+    return nullptr;
   }
 
   bool lowerInit(const ast::Expr& e, ParamInit& init) {
@@ -573,6 +669,7 @@ class Sema {
         auto a = c.hostArgs.find(e.text);
         if (a != c.hostArgs.end()) return EV::tensor(a->second);
         Value* arg = c.fn->addArg(f->second);
+        arg->name = e.text;
         c.leaves->push_back({HostLeaf::Var, e.text, f->second, std::nullopt, e.loc});
         c.hostArgs[e.text] = arg;
         return EV::tensor(arg);
@@ -724,8 +821,95 @@ class Sema {
         return EV::tensor(constrain(c, v, *s, e.annot->loc));
       }
       case ast::ExprKind::Load: return lowerLoad(c, e);
+      case ast::ExprKind::Method: return lowerMethod(c, e);
     }
     return {};
+  }
+
+  // The params a function reads, in declaration order.
+  std::vector<std::string> paramsUsed(const Function& f) {
+    std::set<std::string> used;
+    for (const auto& op : f.ops)
+      if (op->kind == OpKind::Param) used.insert(op->attrs.getString("name"));
+    std::vector<std::string> r;
+    for (const auto& p : mod_->params)
+      if (used.count(p.name)) r.push_back(p.name);
+    return r;
+  }
+
+  // A thunk computing the loss `fnName(args of e from firstArg)`, which
+  // must be an f32 scalar.
+  bool makeLossThunk(const ast::Expr& e, const std::string& fnName, size_t firstArg, Thunk& t) {
+    auto fn = std::make_unique<Function>();
+    fn->name = "main." + std::to_string(nextThunk_++);
+    fn->loc = e.loc;
+    Ctx c;
+    c.fn = fn.get();
+    c.host = true;
+    c.leaves = &t.leaves;
+    c.callStack.push_back("main");
+    EV v = lowerUserCall(c, e, fnName, firstArg);
+    if (!v.ok()) return false;
+    if (v.kind != EV::Tensor || v.v->type != TensorType{DType::F32, {}}) {
+      err(e.loc, "the loss function '" + fnName + "' must return an f32 scalar" +
+                     (v.kind == EV::Tensor ? ", got " + v.v->type.str() : std::string()));
+      return false;
+    }
+    fn->results = {v.v};
+    fn->resultShardings = {std::nullopt};
+    t.fn = fn.get();
+    t.loc = e.loc;
+    thunks_.push_back(std::move(fn));
+    return true;
+  }
+
+  // The loss function named by the first argument of grad(...) or minimize(...).
+  std::string lossFunction(const ast::Expr& e, const char* what) {
+    if (e.args.empty() || !e.args[0].keyword.empty() || e.args[0].value->kind != ast::ExprKind::Name ||
+        !fns_.count(e.args[0].value->text)) {
+      err(e.loc, std::string(what) + "'s first argument is the loss function, then its arguments: " + what +
+                     "(loss, x, y)");
+      return "";
+    }
+    return e.args[0].value->text;
+  }
+
+  // opt.minimize(loss, args...): one training step; its value is the loss.
+  EV lowerMethod(Ctx& c, const ast::Expr& e) {
+    const Optimizer* o = mod_->findOptimizer(e.text);
+    if (!o) {
+      auto g = globals_.find(e.text);
+      if (g != globals_.end()) err(c, e.loc, "'" + e.text + "' is a " + g->second.kind + "; only optimizers have methods (opt.minimize(...))");
+      else err(c, e.loc, "unknown name '" + e.text + "'" + suggest(e.text, visibleNames(c)));
+      return {};
+    }
+    if (e.member != "minimize") {
+      err(c, e.loc, "an optimizer has one method, minimize, not '" + e.member + "'");
+      return {};
+    }
+    if (!c.host) {
+      err(c, e.loc, "opt.minimize(...) is only allowed in fn main");
+      return {};
+    }
+    std::string fnName = lossFunction(e, (e.text + ".minimize").c_str());
+    if (fnName.empty()) return {};
+    auto step = std::make_shared<Thunk>();
+    if (!makeLossThunk(e, fnName, 1, *step)) return {};
+    TrainRequest tr;
+    tr.kind = TrainRequest::Minimize;
+    tr.params = paramsUsed(*step->fn);
+    tr.optimizer = o->name;
+    if (tr.params.empty()) {
+      err(e.loc, "the loss function '" + fnName + "' reads no params: there is nothing to train");
+      return {};
+    }
+    step->fn->train = tr;
+    TensorType f32{DType::F32, {}};
+    Value* arg = c.fn->addArg(f32);
+    HostLeaf leaf{HostLeaf::Minimize, o->name, f32, std::nullopt, e.loc};
+    leaf.sub = step;
+    c.leaves->push_back(leaf);
+    return EV::tensor(arg);
   }
 
   EV lowerLoad(Ctx& c, const ast::Expr& e) {
@@ -771,6 +955,25 @@ class Sema {
       c.leaves->push_back({HostLeaf::Exists, e.args[0].value->text, bt, std::nullopt, e.loc});
       return EV::tensor(arg);
     }
+    if (name == "start_step") {
+      if (!c.host || !e.args.empty()) {
+        err(c, e.loc, "start_step() takes no arguments and is only allowed in fn main");
+        return {};
+      }
+      TensorType i32{DType::I32, {}};
+      Value* arg = c.fn->addArg(i32);
+      c.leaves->push_back({HostLeaf::StartStep, "", i32, std::nullopt, e.loc});
+      return EV::tensor(arg);
+    }
+    if (name == "grad" || name == "batch") {
+      err(c, e.loc, name == "grad" ? "grad(...) can only be the value of a let in fn main: let (dw1, dw2) = grad(loss, x, y)"
+                                   : "batch(...) can only be the value of a let in fn main: let (x, y) = batch(data, step)");
+      return {};
+    }
+    if (name == "save_checkpoint") {
+      err(c, e.loc, "save_checkpoint(...) is a statement of fn main, not a value");
+      return {};
+    }
     if (fns_.count(name)) return lowerUserCall(c, e);
     if (const OpInfo* op = lookupBuiltin(name)) return lowerBuiltin(c, e, *op);
     if (kInitializers.count(name)) {
@@ -802,11 +1005,13 @@ class Sema {
   template <class NameOf>
   bool bindArgs(Ctx& c, const ast::Expr& call, size_t nparams, NameOf nameOf, bool variadicLast,
                 const std::string& sig, std::vector<const ast::Expr*>& slots,
-                std::vector<const ast::Expr*>& rest) {
+                std::vector<const ast::Expr*>& rest, size_t firstArg = 0, const std::string* calleeName = nullptr) {
     slots.assign(nparams, nullptr);
     size_t pos = 0;
     bool sawKeyword = false;
-    for (const auto& a : call.args) {
+    const std::string& callee = calleeName ? *calleeName : call.text;
+    for (size_t ai = firstArg; ai < call.args.size(); ++ai) {
+      const auto& a = call.args[ai];
       if (a.keyword.empty()) {
         if (sawKeyword) {
           err(c, a.loc, "positional argument after a keyword argument");
@@ -818,7 +1023,7 @@ class Sema {
           continue;
         }
         if (pos >= nparams) {
-          err(c, a.loc, "too many arguments to " + call.text + " (it takes " + sig + ")");
+          err(c, a.loc, "too many arguments to " + callee + " (it takes " + sig + ")");
           return false;
         }
         slots[pos++] = a.value.get();
@@ -830,11 +1035,11 @@ class Sema {
           std::vector<std::string> names;
           for (size_t j = 0; j < nparams; ++j) names.push_back(nameOf(j));
           std::string hint = suggest(a.keyword, names);
-          err(c, a.loc, call.text + " has no argument '" + a.keyword + "'" + (hint.empty() ? " (it takes " + sig + ")" : hint));
+          err(c, a.loc, callee + " has no argument '" + a.keyword + "'" + (hint.empty() ? " (it takes " + sig + ")" : hint));
           return false;
         }
         if (slots[i]) {
-          err(c, a.loc, "argument '" + a.keyword + "' of " + call.text + " is given twice");
+          err(c, a.loc, "argument '" + a.keyword + "' of " + callee + " is given twice");
           return false;
         }
         slots[i] = a.value.get();
@@ -1071,6 +1276,7 @@ class Sema {
       for (size_t i = 0; i < f.argTypes.size(); ++i) {
         Value* a = f.fn->addArg(f.argTypes[i]);
         a->sharding = f.argShardings[i];
+        a->name = f.decl->args[i].name;
         c.scopes.back()[f.decl->args[i].name] = EV::tensor(a);
       }
       std::vector<Value*> results;
@@ -1176,7 +1382,10 @@ class Sema {
         for (auto& n : s.names) c.scopes.back()[n] = EV{};
         return false;
       }
-      for (size_t i = 0; i < s.names.size(); ++i) c.scopes.back()[s.names[i]] = EV::tensor(v.tuple[i]);
+      for (size_t i = 0; i < s.names.size(); ++i) {
+        nameValue(c, v.tuple[i], s.names[i]);
+        c.scopes.back()[s.names[i]] = EV::tensor(v.tuple[i]);
+      }
       return true;
     }
     if (v.kind == EV::Tuple) {
@@ -1195,12 +1404,21 @@ class Sema {
       }
       v = EV::tensor(x);
     }
+    if (v.kind == EV::Tensor) nameValue(c, v.v, s.names[0]);
     c.scopes.back()[s.names[0]] = v;
     return true;
   }
 
-  EV lowerUserCall(Ctx& c, const ast::Expr& e) {
-    const std::string& name = e.text;
+  // Records a let name on its value (for the REPL), in a function's own
+  // body only (not in bodies inlined into it), first name wins.
+  static void nameValue(Ctx& c, Value* v, const std::string& n) {
+    if (c.callStack.size() == 1 && !c.host && v->name.empty()) v->name = n;
+  }
+
+  // A call of user function `name` with the arguments of `e` from
+  // `firstArg` on (a method call passes its arguments after the function).
+  EV lowerUserCall(Ctx& c, const ast::Expr& e) { return lowerUserCall(c, e, e.text, 0); }
+  EV lowerUserCall(Ctx& c, const ast::Expr& e, const std::string& name, size_t firstArg) {
     if (name == "main") {
       err(c, e.loc, "fn main cannot be called");
       return {};
@@ -1216,8 +1434,7 @@ class Sema {
     for (auto& a : d.args) argNames += (argNames.empty() ? "" : ", ") + a.name;
     std::vector<const ast::Expr*> slots, rest;
     if (!bindArgs(c, e, d.args.size(), [&](size_t i) { return d.args[i].name; }, false,
-                  argNames.empty() ? "no arguments" : argNames,
-                  slots, rest))
+                  argNames.empty() ? "no arguments" : argNames, slots, rest, firstArg, &name))
       return {};
     bool ok = true;
     std::vector<EV> vals;
@@ -1326,7 +1543,7 @@ class Sema {
   // `want`: the dtype a weakly typed literal result takes.
   bool makeThunk(const ast::Expr& e, Thunk& t, std::optional<DType> want = std::nullopt, bool allowTuple = false) {
     auto fn = std::make_unique<Function>();
-    fn->name = "main." + std::to_string(thunks_.size());
+    fn->name = "main." + std::to_string(nextThunk_++);
     fn->loc = e.loc;
     Ctx c;
     c.fn = fn.get();
@@ -1359,6 +1576,67 @@ class Sema {
     return nullptr;
   }
 
+  // let (g1, g2) = grad(loss, x, y) and let (x, y) = batch(data, step).
+  bool lowerSpecialLet(const ast::Stmt& s, const ast::Expr& rhs, HostStmt& h) {
+    if (rhs.text == "grad") {
+      std::string fnName = lossFunction(rhs, "grad");
+      if (fnName.empty()) return false;
+      if (!makeLossThunk(rhs, fnName, 1, h.value)) return false;
+      TrainRequest tr;
+      tr.kind = TrainRequest::Grad;
+      tr.params = paramsUsed(*h.value.fn);
+      h.value.fn->train = tr;
+      if (tr.params.size() != s.names.size()) {
+        std::string ps;
+        for (auto& p : tr.params) ps += (ps.empty() ? "" : ", ") + p;
+        err(s.loc, "grad(" + fnName + ", ...) gives one gradient per param that '" + fnName + "' reads (" +
+                       (ps.empty() ? "none" : ps) + "): unpack " + std::to_string(tr.params.size()) + " name" +
+                       (tr.params.size() == 1 ? "" : "s"));
+        return false;
+      }
+      for (size_t i = 0; i < s.names.size(); ++i) hostScopes_.back()[s.names[i]] = mod_->findParam(tr.params[i])->type;
+      return true;
+    }
+    // batch(dataset, step)
+    if (rhs.args.size() != 2 || !rhs.args[0].keyword.empty() || !rhs.args[1].keyword.empty() ||
+        rhs.args[0].value->kind != ast::ExprKind::Name) {
+      err(rhs.loc, "batch takes a dataset and a step: let (x, y) = batch(data, step)");
+      return false;
+    }
+    const Dataset* ds = findDataset(rhs.args[0].value->text);
+    if (!ds) {
+      err(rhs.args[0].value->loc, "'" + rhs.args[0].value->text + "' is not a dataset (declare one with dataset NAME = copy_task(...))");
+      return false;
+    }
+    if (s.names.size() != 2) {
+      err(s.loc, "batch(...) gives two values, the inputs and the targets: let (x, y) = batch(data, step)");
+      return false;
+    }
+    auto step = std::make_shared<Thunk>();
+    if (!makeThunk(*rhs.args[1].value, *step, DType::I32)) return false;
+    if (step->fn->results[0]->type != TensorType{DType::I32, {}}) {
+      err(rhs.args[1].value->loc, "batch's step must be an i32 scalar, got " + step->fn->results[0]->type.str());
+      return false;
+    }
+    auto fn = std::make_unique<Function>();
+    fn->name = "main." + std::to_string(nextThunk_++);
+    fn->loc = rhs.loc;
+    TensorType t{DType::I32, {ds->batch, ds->seq}};
+    for (int i = 0; i < 2; ++i) {
+      fn->results.push_back(fn->addArg(t));
+      HostLeaf leaf{HostLeaf::Batch, ds->name, t, std::nullopt, rhs.loc};
+      leaf.index = i;
+      leaf.sub = step;
+      h.value.leaves.push_back(leaf);
+    }
+    fn->resultShardings.assign(2, std::nullopt);
+    h.value.fn = fn.get();
+    h.value.loc = rhs.loc;
+    thunks_.push_back(std::move(fn));
+    for (auto& n : s.names) hostScopes_.back()[n] = t;
+    return true;
+  }
+
   void lowerMain(const ast::Decl& d) {
     if (!d.args.empty() || !d.results.empty()) {
       err(d.loc, "fn main takes no arguments and returns nothing (it is the host script)");
@@ -1383,6 +1661,14 @@ class Sema {
       case ast::StmtKind::LetTuple: {
         h.kind = HostStmt::Let;
         h.names = s.names;
+        const ast::Expr& rhs = *s.exprs[0];
+        if (rhs.kind == ast::ExprKind::Call && (rhs.text == "grad" || rhs.text == "batch") && !s.type) {
+          if (!lowerSpecialLet(s, rhs, h)) {
+            for (auto& n : s.names) hostScopes_.back()[n] = TensorType{};
+            return;
+          }
+          break;
+        }
         std::optional<TensorType> declared;
         if (s.type && !(declared = lowerType(*s.type))) return;
         bool tuple = s.kind == ast::StmtKind::LetTuple;
@@ -1485,6 +1771,15 @@ class Sema {
             }
             h.printArgs.push_back(std::move(pa));
           }
+          break;
+        }
+        if (x.kind == ast::ExprKind::Call && x.text == "save_checkpoint") {
+          h.kind = HostStmt::SaveCheckpoint;
+          if (x.args.size() != 1 || !x.args[0].keyword.empty() || x.args[0].value->kind != ast::ExprKind::String) {
+            err(x.loc, "save_checkpoint takes one argument: a path as a string literal");
+            return;
+          }
+          h.path = x.args[0].value->text;
           break;
         }
         if (x.kind == ast::ExprKind::Call && x.text == "save") {

@@ -11,6 +11,8 @@ decl
     | 'mesh' ID '=' '[' meshAxis (',' meshAxis)* ','? ']'        # meshDecl
     | 'param' ID ':' type annotation? '=' expr                    # paramDecl
     | 'fn' ID '(' (fnArg (',' fnArg)* ','?)? ')' ('->' resultType)? block  # fnDecl
+    | 'optimizer' ID '=' expr                                     # optimizerDecl
+    | 'dataset' ID '=' expr                                       # datasetDecl
     ;
 
 meshAxis : ID ':' expr ;
@@ -70,6 +72,7 @@ primary
     | ('true' | 'false')                                          # boolLit
     | DTYPE                                                       # dtypeLit
     | 'load' '(' expr ')' ':' type annotation?                    # loadExpr
+    | ID '.' ID '(' (arg (',' arg)* ','?)? ')'                    # methodExpr
     | ID '(' (arg (',' arg)* ','?)? ')'                           # callExpr
     | ID                                                          # nameExpr
     | '[' (expr (',' expr)* ','?)? ']'                            # listExpr

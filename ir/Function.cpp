@@ -59,6 +59,7 @@ std::unique_ptr<Function> Function::clone() const {
   }
   for (Value* r : results) f->results.push_back(map.at(r));
   f->resultShardings = resultShardings;
+  f->train = train;
   return f;
 }
 

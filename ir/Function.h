@@ -11,6 +11,24 @@
 
 namespace gsl::ir {
 
+// A host thunk that asks for training (set by the front end, expanded by
+// the pipeline's autodiff stage, read by the runtime).
+struct TrainRequest {
+  enum Kind { Grad, Minimize } kind = Grad;
+  std::vector<std::string> params;  // differentiated params, declaration order
+  std::string optimizer;            // Minimize: the optimizer's name
+  // Filled by the expansion (Minimize): after the thunk's own arguments
+  // come the step counter (i32 scalar, the step being taken, from 1) and
+  // one argument per optimizer state slot; results are the loss, the new
+  // params (in `params` order) and the new states (in `states` order).
+  struct State {
+    std::string param, slot;  // e.g. "w1", "m"
+    TensorType type;
+  };
+  std::vector<State> states;
+  bool expanded = false;
+};
+
 struct Function {
   std::string name;
   std::vector<Value*> args;
@@ -18,6 +36,7 @@ struct Function {
   std::vector<Value*> results;
   std::vector<std::optional<Sharding>> resultShardings;  // from `-> T @shard(...)`
   SourceLoc loc;
+  std::optional<TrainRequest> train;
 
   Value* addArg(const TensorType& t);
   // Appends an op with an already computed result type.

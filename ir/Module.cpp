@@ -15,6 +15,23 @@ std::string ParamInit::str() const {
   return "?";
 }
 
+std::string Optimizer::str() const {
+  static const char* names[] = {"sgd", "adam", "adafactor"};
+  std::string r = std::string(names[kind]) + "(";
+  bool first = true;
+  for (const auto& [k, v] : hp) {
+    r += (first ? "" : ", ") + k + "=" + formatDouble(v);
+    first = false;
+  }
+  return r + ")";
+}
+
+const Optimizer* Module::findOptimizer(const std::string& name) const {
+  for (const auto& o : optimizers)
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
 const Mesh* Module::findMesh(const std::string& name) const {
   for (const auto& m : meshes)
     if (m.name == name) return &m;

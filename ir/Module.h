@@ -28,12 +28,24 @@ struct Param {
   SourceLoc loc;
 };
 
+// An optimizer declared with `optimizer NAME = sgd(...) | adam(...) |
+// adafactor(...)`; hyperparameters by name, defaults filled in.
+struct Optimizer {
+  enum Kind { SGD, Adam, Adafactor } kind = SGD;
+  std::string name;
+  std::map<std::string, double> hp;
+  SourceLoc loc;
+  std::string str() const;  // "adam(beta1=0.9, ...)"
+};
+
 struct Module {
   int64_t np = 1;  // number of ranks the module was built for
   std::vector<Mesh> meshes;
   std::vector<Param> params;
   std::vector<std::unique_ptr<Function>> functions;
+  std::vector<Optimizer> optimizers;
 
+  const Optimizer* findOptimizer(const std::string& name) const;
   const Mesh* findMesh(const std::string& name) const;
   const Param* findParam(const std::string& name) const;
   Function* findFunction(const std::string& name) const;

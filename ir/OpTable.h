@@ -8,7 +8,9 @@
 // filled in). The front end type-checks builtin calls with these rules, the
 // IR parser and verifier re-check with them, and the interpreter dispatches
 // on OpKind. Sharding rules (issue 3) and gradient rules (issue 5) are added
-// as further columns of this same table.
+// as further columns of this same table: the gradient column `grad`
+// (ir/GradRules.h) gives each differentiable op its reverse-mode rule,
+// used by the autodiff pass (passes/Autodiff.h).
 #pragma once
 #include <optional>
 #include <string>
@@ -94,6 +96,17 @@ struct ArgSpec {
   bool optional = false;            // may be omitted with no default (e.g. sum's axis)
 };
 
+struct Op;
+struct Value;
+class GradBuilder;
+
+// Gradient rule (reverse mode; ir/GradRules.h): given the adjoint `g` of
+// `op`'s result (same type as the result), appends ops computing the
+// adjoint of each operand through `b` and stores them in `operandGrads`
+// (one entry per operand, resized by the caller; nullptr = no gradient,
+// e.g. a condition or an index operand).
+using GradRule = void (*)(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& operandGrads);
+
 // Type rule: from operand types and (canonicalised in place) attributes,
 // set `out` and return "" or return a user-facing error message.
 using TypeRule = std::string (*)(const std::vector<TensorType>& in, AttrMap& attrs,
@@ -106,7 +119,8 @@ struct OpInfo {
   OpClass cls;
   std::vector<ArgSpec> args;     // surface signature of the builtin, in order
   TypeRule infer;                // nullptr: result type is given (param)
-  bool differentiable;           // false: treated as a constant by autodiff
+  GradRule grad;                 // nullptr: not differentiable (a constant to autodiff;
+                                 // param ops are handled by the pass itself)
 };
 
 const OpInfo& opInfo(OpKind k);

@@ -1,6 +1,7 @@
 // An SSA value: produced once, by an op result or as a function argument.
 #pragma once
 #include <optional>
+#include <string>
 
 #include "ir/Sharding.h"
 #include "ir/Type.h"
@@ -22,6 +23,9 @@ struct Value {
   const Value* shardingSource = nullptr;
   Op* def = nullptr;                 // defining op; nullptr for arguments
   int argIndex = -1;                 // >= 0 for function arguments
+  // The source name of a let-bound value or a function argument (set by
+  // the front end for the REPL's :sharding / :show; never printed).
+  std::string name;
 };
 
 }  // namespace gsl::ir

@@ -4,6 +4,7 @@
 #include "passes/ShapeInference.h"
 #include "passes/ShardingPropagation.h"
 #include "passes/SpmdPartitioner.h"
+#include "passes/Training.h"
 #include "support/Diagnostics.h"
 
 namespace gsl::passes {
@@ -14,8 +15,11 @@ void runGlobalPipeline(ir::Module& m) {
   // 2. Shape inference: types are exact and attributes canonical.
   std::string e = inferShapes(m);
   GSL_ASSERT(e.empty(), "shape inference failed after the front end: " + e);
-  // 3.
   ir::verifyOrDie(m, "shape inference");
+  // 3. Training: grad(...) and opt.minimize(...) thunks get their reverse
+  //    sweep (autodiff) and optimizer update, on the global IR.
+  expandTraining(m);
+  ir::verifyOrDie(m, "training expansion");
 }
 
 std::unique_ptr<ir::Function> buildPerRankProgram(const ir::Module& m, ir::Function& f, bool gather) {

@@ -3,7 +3,8 @@
 // Global stage (once per program, on the module the front end built):
 //   1. verify           the front end's output is well-formed IR
 //   2. shape inference  exact types, canonical attributes
-//   3. verify
+//   3. training expansion  autodiff + optimizer updates (passes/Training)
+//   4. verify
 //
 // Per-rank stage (per function, for given input shardings; the result is
 // ONE program that every rank runs, whatever the number of ranks):

@@ -1,6 +1,11 @@
 #include "runtime/Host.h"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -10,6 +15,9 @@
 #include "backend/Random.h"
 #include "ir/Printer.h"
 #include "passes/Pipeline.h"
+#include "passes/SpmdPartitioner.h"
+#include "runtime/Checkpoint.h"
+#include "runtime/Data.h"
 #include "runtime/Distribute.h"
 #include "runtime/MpiComm.h"
 #include "runtime/ThreadComm.h"
@@ -46,10 +54,42 @@ class SpmdProgram {
     auto it = cache_.find(key);
     if (it != cache_.end()) return *it->second;
     auto f = th.fn->clone();
-    for (size_t i = 0; i < in.size(); ++i)
-      f->args[i]->sharding = in[i] ? in[i] : Sharding::replicated("", f->args[i]->type.rank());
+    // Inputs lie as given; extra arguments (training states) as the
+    // expansion declared them; whole where nothing says otherwise.
+    for (size_t i = 0; i < f->args.size(); ++i) {
+      if (i < in.size()) f->args[i]->sharding = in[i];
+      if (!f->args[i]->sharding) f->args[i]->sharding = Sharding::replicated("", f->args[i]->type.rank());
+    }
     auto local = passes::buildPerRankProgram(*prog_.module, *f, gather);
     return *(cache_[key] = std::move(local));
+  }
+
+  // A per-rank program that gathers `values` (lying as `shardings`) whole.
+  const ir::Function& gatherProgram(const std::string& key, const std::vector<ir::TensorType>& types,
+                                    const std::vector<std::optional<Sharding>>& shardings) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find("gather|" + key);
+    if (it != cache_.end()) return *it->second;
+    ir::Function g;
+    g.name = "checkpoint." + key;
+    for (size_t i = 0; i < types.size(); ++i) {
+      ir::Value* a = g.addArg(types[i]);
+      a->sharding = shardings[i] ? shardings[i] : Sharding::replicated("", types[i].rank());
+      g.results.push_back(a);
+    }
+    auto local = passes::buildPerRankProgram(*prog_.module, g, true);
+    return *(cache_["gather|" + key] = std::move(local));
+  }
+
+  // The checkpoint given with --resume, read once.
+  const std::map<std::string, Tensor>& resumed(const std::string& path, std::map<std::string, std::string>& meta) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!resumeRead_) {
+      resumeRead_ = true;
+      for (auto& nt : readSafetensors(path, &resumeMeta_)) resumeTensors_[nt.name] = nt.value;
+    }
+    meta = resumeMeta_;
+    return resumeTensors_;
   }
 
   const Tensor& globalParam(const ir::Param& p) {
@@ -65,6 +105,9 @@ class SpmdProgram {
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<ir::Function>> cache_;
   std::map<std::string, Tensor> params_;
+  bool resumeRead_ = false;
+  std::map<std::string, Tensor> resumeTensors_;
+  std::map<std::string, std::string> resumeMeta_;
 };
 
 struct HostValue {
@@ -87,11 +130,17 @@ class RankRunner {
     ctx.param = [this](const std::string& n) -> const Tensor& { return params_.at(n); };
     ctx.mesh = [&m](const std::string& n) -> const ir::Mesh& { return *m.findMesh(n); };
     engine_ = backend::makeInterpreterEngine(ctx);
+    if (!o.resume.empty()) restore(o.resume);
+    if (rank == 0 && !o.logPath.empty()) {
+      log_.open(o.logPath, std::ios::out | std::ios::trunc);
+      if (!log_) throw RankError({}, o.logPath + ": cannot write the metrics log");
+    }
   }
 
   void run() {
     scopes_.emplace_back();
     block(host_.body);
+    clearProgress();
     out_.flush();
   }
 
@@ -104,6 +153,61 @@ class RankRunner {
   std::map<std::string, Tensor> params_;
   std::unique_ptr<backend::Engine> engine_;
   std::vector<std::map<std::string, HostValue>> scopes_;
+  // Training state: optimizer states ("opt/param/slot" -> this rank's
+  // block), step counters per optimizer, whole states read by --resume
+  // (sliced when the step that uses them is built).
+  std::map<std::string, HostValue> optStates_;
+  std::map<std::string, int64_t> optSteps_;
+  std::map<std::string, Tensor> resumedStates_;
+  int64_t startStep_ = 0;
+  std::map<std::string, Tensor> npyTokens_;
+  // Loops being run (for the progress line's total and ETA).
+  struct Loop {
+    int64_t lo, hi, i;
+  };
+  std::vector<Loop> loops_;
+  std::chrono::steady_clock::time_point trainStart_;
+  int64_t stepsRun_ = 0;
+  bool progressShown_ = false;
+  std::ofstream log_;
+
+  static std::string stateKey(const std::string& opt, const std::string& param, const std::string& slot) {
+    return "optimizer/" + opt + "/" + param + "/" + slot;
+  }
+
+  void restore(const std::string& path) {
+    const ir::Module& m = prog_.module();
+    std::map<std::string, std::string> meta;
+    const std::map<std::string, Tensor>* all = nullptr;
+    try {
+      all = &prog_.resumed(path, meta);
+    } catch (const CheckpointError& e) {
+      throw RankError({}, e.what());
+    }
+    for (const auto& p : m.params) {
+      auto it = all->find(p.name);
+      if (it == all->end()) throw RankError({}, path + ": the checkpoint has no param '" + p.name + "'");
+      if (it->second.type() != p.type)
+        throw RankError({}, path + ": param '" + p.name + "' is " + it->second.type().str() + " in the checkpoint but " +
+                                p.type.str() + " in the program");
+      params_[p.name] = localBlock(m, it->second, p.sharding, rank_);
+    }
+    for (const auto& [name, t] : *all) {
+      if (name.rfind("optimizer/", 0) == 0) {
+        std::string opt = name.substr(10, name.find('/', 10) - 10);
+        if (!m.findOptimizer(opt))
+          throw RankError({}, path + ": the checkpoint has states of optimizer '" + opt + "', which the program does not declare");
+        resumedStates_[name] = t;
+      } else if (!m.findParam(name)) {
+        throw RankError({}, path + ": the checkpoint has a tensor '" + name + "' that is no param of the program");
+      }
+    }
+    for (const auto& [k, v] : meta)
+      if (k.rfind("step/", 0) == 0) {
+        optSteps_[k.substr(5)] = std::stoll(v);
+        startStep_ = std::max<int64_t>(startStep_, std::stoll(v));
+      }
+  }
 
   [[noreturn]] void fail(SourceLoc l, const std::string& m) { throw RankError(l, m); }
 
@@ -137,8 +241,181 @@ class RankRunner {
           fail(l.loc, l.name + ": the file holds " + t.type().str() + " but load declares " + l.type.str());
         return {localBlock(prog_.module(), t, l.sharding, rank_), l.sharding};
       }
+      case HostLeaf::StartStep: return {Tensor::scalarI32((int32_t)startStep_), std::nullopt};
+      case HostLeaf::Batch: return {batch(l), std::nullopt};
+      case HostLeaf::Minimize: return minimize(l);
     }
     return {};
+  }
+
+  Tensor batch(const HostLeaf& l) {
+    int64_t step = (int64_t)whole(*l.sub).item();
+    const frontend::Dataset* ds = nullptr;
+    for (const auto& d : host_.datasets)
+      if (d.name == l.name) ds = &d;
+    GSL_ASSERT(ds, "unknown dataset");
+    try {
+      if (ds->kind == "npy") {
+        auto it = npyTokens_.find(ds->path);
+        if (it == npyTokens_.end()) {
+          Tensor t;
+          try {
+            t = backend::readNpy(ds->path);
+          } catch (const backend::NpyError& e) {
+            fail(ds->loc, e.what());
+          }
+          if (t.dtype() != ir::DType::I32 || t.rank() != 1)
+            fail(ds->loc, ds->path + ": npy_tokens needs a 1-D i32 array, got " + t.type().str());
+          it = npyTokens_.emplace(ds->path, t).first;
+        }
+        auto b = npyTokenBatch(it->second, step, ds->batch, ds->seq);
+        return l.index == 0 ? b.inputs : b.targets;
+      }
+      auto b = syntheticBatch(ds->kind, opts_.seed, step, ds->batch, ds->seq, ds->vocab);
+      return l.index == 0 ? b.inputs : b.targets;
+    } catch (const RankError&) {
+      throw;
+    } catch (const std::runtime_error& e) {
+      fail(l.loc, e.what());
+    }
+  }
+
+  // One training step: opt.minimize(loss, args...).
+  HostValue minimize(const HostLeaf& l) {
+    const Thunk& st = *l.sub;
+    std::vector<Tensor> args;
+    std::vector<std::optional<Sharding>> in;
+    int64_t tokens = 0;
+    for (const auto& lf : st.leaves) {
+      HostValue v = leaf(lf);
+      // Throughput counts the tokens of the first i32 input (token ids), or
+      // else the rows (samples) of the first input.
+      if (!tokens && lf.type.rank() >= 1)
+        tokens = lf.type.dtype == ir::DType::I32 ? lf.type.numElements() : lf.type.shape[0];
+      args.push_back(v.local);
+      in.push_back(v.sharding);
+    }
+    const ir::Function& f = prog_.perRank(st, in, false);
+    const ir::TrainRequest& tr = *st.fn->train;
+    const std::string& opt = tr.optimizer;
+    int64_t t = ++optSteps_[opt];
+    args.push_back(Tensor::scalarI32((int32_t)t));
+    const ir::Module& m = prog_.module();
+    size_t firstState = st.leaves.size() + 1;
+    for (size_t i = 0; i < tr.states.size(); ++i) {
+      const auto& slot = tr.states[i];
+      std::string key = stateKey(opt, slot.param, slot.slot);
+      const ir::Value* a = f.args[firstState + i];
+      auto it = optStates_.find(key);
+      if (it == optStates_.end()) {
+        std::optional<Sharding> sh = a->sharding;
+        auto r = resumedStates_.find(key);
+        if (r != resumedStates_.end()) {
+          if (r->second.type() != slot.type)
+            throw RankError(l.loc, "the resumed checkpoint's '" + key + "' is " + r->second.type().str() + ", expected " +
+                                       slot.type.str());
+          it = optStates_.emplace(key, HostValue{localBlock(m, r->second, sh, rank_), sh}).first;
+        } else {
+          it = optStates_.emplace(key, HostValue{Tensor(a->type), sh}).first;  // zeros
+        }
+      }
+      args.push_back(it->second.local);
+    }
+    if (stepsRun_ == 0) trainStart_ = std::chrono::steady_clock::now();
+    std::vector<Tensor> res;
+    try {
+      res = engine_->call(f, args);
+    } catch (const backend::RuntimeError& e) {
+      fail(e.loc.valid() ? e.loc : st.loc, e.what());
+    }
+    for (size_t i = 0; i < tr.params.size(); ++i) params_[tr.params[i]] = res[1 + i];
+    for (size_t i = 0; i < tr.states.size(); ++i)
+      optStates_[stateKey(opt, tr.states[i].param, tr.states[i].slot)].local = res[1 + tr.params.size() + i];
+    ++stepsRun_;
+    double loss = res[0].item();
+    report(t, loss, tokens);
+    return {res[0], f.resultShardings[0]};
+  }
+
+  // The progress line (rank 0, stderr) and the metrics log.
+  void report(int64_t t, double loss, int64_t tokens) {
+    if (rank_ != 0) return;
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - trainStart_).count();
+    double tps = elapsed > 0 ? (double)(tokens * stepsRun_) / elapsed : 0;
+    if (log_.is_open()) {
+      log_ << "{\"step\": " << t << ", \"loss\": " << backend::formatF32((float)loss)
+           << ", \"tokens_per_s\": " << (int64_t)tps << ", \"elapsed_s\": " << elapsed << "}\n";
+      log_.flush();
+    }
+    if (!opts_.progress) return;
+    int64_t total = 0, done = t;
+    if (!loops_.empty()) {
+      total = loops_.back().hi;
+      done = loops_.back().i + 1;
+    }
+    char eta[64] = "";
+    if (total > done && stepsRun_ > 0)
+      std::snprintf(eta, sizeof eta, "  ETA %.0fs", elapsed / (double)stepsRun_ * (double)(total - done));
+    char line[256];
+    std::snprintf(line, sizeof line, "step %lld%s%s  loss %s  %.0f tokens/s%s", (long long)t,
+                  total ? "/" : "", total ? std::to_string(total).c_str() : "", backend::formatF32((float)loss).c_str(),
+                  tps, eta);
+    static const bool tty = isatty(2);
+    if (tty) {
+      std::cerr << "\r\033[K" << line << std::flush;
+      progressShown_ = true;
+    } else {
+      int64_t every = total > 0 ? std::max<int64_t>(1, total / 10) : 10;
+      if (done % every == 0 || done == total || stepsRun_ == 1) std::cerr << line << "\n";
+    }
+  }
+
+  void clearProgress() {
+    if (progressShown_) {
+      std::cerr << "\r\033[K" << std::flush;
+      progressShown_ = false;
+    }
+  }
+
+  // save_checkpoint(path): params, optimizer states and step counters.
+  void saveCheckpoint(const HostStmt& s) {
+    const ir::Module& m = prog_.module();
+    std::vector<std::string> names;
+    std::vector<Tensor> locals;
+    std::vector<ir::TensorType> types;
+    std::vector<std::optional<Sharding>> shardings;
+    for (const auto& p : m.params) {
+      names.push_back(p.name);
+      locals.push_back(params_.at(p.name));
+      types.push_back(p.type);
+      shardings.push_back(p.sharding);
+    }
+    for (const auto& [key, v] : optStates_) {
+      names.push_back(key);
+      locals.push_back(v.local);
+      // The whole type: the local block scaled back up by its sharding.
+      ir::TensorType t = v.local.type();
+      if (v.sharding && !v.sharding->mesh.empty())
+        if (const ir::Mesh* mesh = m.findMesh(v.sharding->mesh))
+          for (size_t d = 0; d < t.shape.size(); ++d)
+            for (const auto& a : v.sharding->dims[d]) t.shape[d] *= mesh->axisSize(a);
+      types.push_back(t);
+      shardings.push_back(v.sharding);
+    }
+    std::string key;
+    for (size_t i = 0; i < names.size(); ++i) key += names[i] + ":" + (shardings[i] ? shardings[i]->str() : "_") + ";";
+    const ir::Function& g = prog_.gatherProgram(key, types, shardings);
+    std::vector<Tensor> whole = engine_->call(g, locals);
+    if (rank_ != 0) return;
+    std::vector<NamedTensor> out;
+    for (size_t i = 0; i < names.size(); ++i) out.push_back({names[i], whole[i]});
+    std::map<std::string, std::string> meta{{"format", "gsl"}};
+    for (const auto& [opt, n] : optSteps_) meta["step/" + opt] = std::to_string(n);
+    try {
+      writeSafetensors(s.path, out, meta);
+    } catch (const CheckpointError& e) {
+      fail(s.loc, e.what());
+    }
   }
 
   std::vector<HostValue> eval(const Thunk& th, bool gather) {
@@ -183,12 +460,15 @@ class RankRunner {
       }
       case HostStmt::For: {
         int64_t lo = (int64_t)whole(s.lo).item(), hi = (int64_t)whole(s.hi).item();
+        loops_.push_back({lo, hi, lo});
         for (int64_t i = lo; i < hi; ++i) {
+          loops_.back().i = i;
           scopes_.emplace_back();
           scopes_.back()[s.names[0]] = {Tensor::scalarI32((int32_t)i), std::nullopt};
           block(s.body);
           scopes_.pop_back();
         }
+        loops_.pop_back();
         break;
       }
       case HostStmt::If: {
@@ -205,7 +485,10 @@ class RankRunner {
           const auto& a = s.printArgs[i];
           line += a.value ? whole(*a.value).str() : a.text;
         }
-        if (rank_ == 0) out_ << line << "\n";
+        if (rank_ == 0) {
+          clearProgress();
+          out_ << line << "\n";
+        }
         break;
       }
       case HostStmt::Save: {
@@ -220,6 +503,7 @@ class RankRunner {
         break;
       }
       case HostStmt::Eval: eval(s.value, false); break;
+      case HostStmt::SaveCheckpoint: saveCheckpoint(s); break;
     }
   }
 };

@@ -11,8 +11,19 @@
 // element indices and each rank keeps its block, so every -np and sharding
 // computes the same numbers.
 //
+// Training: `opt.minimize(loss, ...)` runs the expanded training step
+// (passes/Training), writes the new params back and keeps the optimizer's
+// states (sharded like their params) and step counter on each rank.
+// `save_checkpoint(path)` gathers params, states and step counters into one
+// safetensors file (written atomically by rank 0); `--resume FILE` restores
+// them before fn main runs, and `start_step()` gives the step to continue
+// from, so a resumed run continues bit for bit. Each step updates a
+// progress line (step, loss, tokens/s, ETA: in place on a terminal, plain
+// lines otherwise) and, with --log, appends a JSON line.
+//
 // Run-time user errors (a missing or mismatched .npy file, an index out of
-// range) become diagnostics at their source location.
+// range, a checkpoint that does not fit) become diagnostics at their source
+// location.
 #pragma once
 #include <cstdint>
 #include <ostream>
@@ -28,6 +39,9 @@ struct RunOptions {
   std::string engine = "interp";   // --engine
   std::ostream* out = nullptr;     // where print writes (default std::cout)
   bool mpi = false;                // this process is one MPI rank (under mpirun)
+  std::string resume;              // --resume: a checkpoint to start from
+  std::string logPath;             // --log: one JSON object per training step
+  bool progress = true;            // the training progress line (stderr, rank 0)
 };
 
 // Runs `fn main` of `prog` on prog.module->np ranks. Returns true on

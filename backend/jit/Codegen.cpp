@@ -13,12 +13,16 @@
 //     broadcast) with NumPy broadcasting as stride-0 loads; reductions
 //     (sum/mean/max/min/argmax); softmax, log_softmax, layer_norm, cumsum;
 //     transpose, concat, slice, one_hot, take (with its bounds check);
-//     constants; small GEMMs and einsums that are not a batched GEMM.
+//     constants; matmul and einsum: a vectorised GEMM kernel (batched over
+//     any strides), or a loop nest for einsums that are not a GEMM.
 //   aliased (no code, no buffer): reshape, slice of a contiguous block,
 //     params (read in place from the param store).
 //   called (extern "C", Runtime.cpp): param lookup, random_uniform
 //     (Philox, backend/Random.h), collectives (backend::evalCollective),
-//     take's error report, large GEMMs (Eigen), integer pow.
+//     take's error report, integer pow, Eigen for large GEMMs whose
+//     layout the kernel cannot read (see the measurement below), and
+//     backend::evalOp for any op this file does not know (ops added to the
+//     op table later keep working, at interpreter speed).
 //
 // Fusion: an elementwise op whose result has a single use, by an
 // elementwise op or a sum/mean/max/min of the same element count, is not
@@ -63,25 +67,44 @@
 
 namespace gsl::backend::jit {
 
-// Choice of GEMM code, by measurement (single thread, AVX-512 host, f32,
-// square n x n x n; GFLOP/s):
+// Choice of GEMM code, by measurement. Single thread, f32, AMD Zen 5 host
+// (AVX-512; a shared 2-core VM, so best of 15 runs), through the engine
+// (`C = A @ B` as one JIT-compiled function), GFLOP/s:
 //
-//          n:   16     32     64    128    512   1024
-//   generated loops (i-k-j, LLVM-vectorised, constant sizes):
-//               8.8   23.5   27.6   27.5   12.9   10.9
-//   gsl_rt_sgemm (Eigen, packed and blocked):
-//               4.6   25.4   59.9   79.4   96.4  101.8
+//   n x n x n, one product:      n =  64    128    256    512   1024
+//     generated kernel (gemmKernel)    126    176    194    188    176
+//     Eigen (gsl_rt_sgemm, direct)     107    128    135    131    122
+//   64 products [64, n, n] @ [64, n, n]:
+//                                n =   8     16     32     64
+//     generated kernel                  31    100    137    138
+//     Eigen, called per product          7     33     52     90
 //
-// Eigen's packing and register blocking win from about 32^3 on, by up to
-// 10x for large products; below that its per-call overhead dominates and
-// the generated loop (fully known sizes, no call) is faster. So GEMMs of up
-// to 32^3 multiply-adds are generated, larger ones call Eigen.
+// The generated kernel (register-blocked 8 x 32 with AVX-512, B panels and
+// A blocks packed for large products) wins at every size: all sizes and
+// strides are compile-time constants, there is no call or dispatch, and
+// Eigen's blocking on this host stays near 70% of the kernel's rate. So a
+// GEMM whose B and C rows (or A and C columns) are contiguous, which is
+// every matmul and most einsums, is generated. Only layouts with neither
+// call Eigen (which packs any strides) when larger than 32^3
+// multiply-adds; smaller ones are generated dot-product loops.
+// GSL_JIT_GEMM=eigen|loops forces one side, for such measurements.
 const CodegenOptions& defaultCodegenOptions() {
   static const CodegenOptions opts = [] {
     CodegenOptions o;
     if (const char* e = std::getenv("GSL_JIT_GEMM")) {
       if (std::strcmp(e, "eigen") == 0) o.gemm = CodegenOptions::GemmCode::Eigen;
       if (std::strcmp(e, "loops") == 0) o.gemm = CodegenOptions::GemmCode::Loops;
+    }
+    if (const char* e = std::getenv("GSL_JIT_FALLBACK")) {
+      std::string list = e, name;
+      for (size_t i = 0; i <= list.size(); ++i) {
+        if (i < list.size() && list[i] != ',') {
+          name += list[i];
+          continue;
+        }
+        if (const ir::OpInfo* info = ir::lookupMnemonic(name)) o.fallbackOps.push_back(info->kind);
+        name.clear();
+      }
     }
     return o;
   }();
@@ -484,6 +507,7 @@ struct Storage {
 
 struct Plan {
   std::vector<bool> live;       // per op: its code runs
+  std::vector<bool> fallback;   // per op: run by the reference kernel (gsl_rt_eval_op)
   std::vector<bool> fused;      // per op: evaluated inline by its single consumer
   std::unordered_map<IRValue, Storage> storage;
   std::vector<size_t> temp;     // per op: byte offset of its temp space
@@ -497,6 +521,7 @@ size_t bytesOf(IRValue v) { return (size_t)v->type.numElements() * 4; }
 // The temp bytes an op needs during its own execution.
 size_t tempBytes(const ir::Op& op, const Plan& p, size_t i) {
   const ir::TensorType& in = op.operands.empty() ? op.result->type : op.operands[0]->type;
+  if (p.fallback[i]) return 0;
   switch (op.kind) {
     case OpKind::Sum: case OpKind::Mean:
       return in.dtype == DType::F32 ? (size_t)op.result->type.numElements() * 8 : 0;
@@ -513,8 +538,6 @@ size_t tempBytes(const ir::Op& op, const Plan& p, size_t i) {
 Plan makePlan(const ir::Function& f, const CodegenOptions& opts) {
   Plan p;
   const size_t n = f.ops.size();
-  std::unordered_map<IRValue, size_t> defIndex;
-  for (size_t i = 0; i < n; ++i) defIndex[f.ops[i]->result] = i;
   std::unordered_map<IRValue, int> resultIndex;  // first result slot of a value
   for (size_t j = 0; j < f.results.size(); ++j) resultIndex.emplace(f.results[j], (int)j);
 
@@ -529,6 +552,14 @@ Plan makePlan(const ir::Function& f, const CodegenOptions& opts) {
       for (IRValue v : op.operands) needed[v] = true;
     }
   }
+
+  p.fallback.assign(n, false);
+  for (size_t i = 0; i < n; ++i)
+    p.fallback[i] = std::find(opts.fallbackOps.begin(), opts.fallbackOps.end(), f.ops[i]->kind) != opts.fallbackOps.end();
+  // Elementwise code that is generated (and so may be fused), and ops that
+  // read their operands through generated expression trees.
+  auto elementwise = [&](size_t i) { return !p.fallback[i] && isElementwise(f.ops[i]->kind); };
+  auto readsTrees = [&](size_t i) { return !p.fallback[i] && readsThroughTrees(f.ops[i]->kind); };
 
   // Uses by live ops (with multiplicity) and the (last) consumer.
   std::unordered_map<IRValue, int> uses;
@@ -547,9 +578,9 @@ Plan makePlan(const ir::Function& f, const CodegenOptions& opts) {
   for (size_t i = 0; i < n; ++i) {
     const ir::Op& op = *f.ops[i];
     IRValue v = op.result;
-    if (!p.live[i] || !isElementwise(op.kind) || resultIndex.count(v) || uses[v] != 1) continue;
+    if (!p.live[i] || !elementwise(i) || resultIndex.count(v) || uses[v] != 1) continue;
     const ir::Op& c = *f.ops[consumer[v]];
-    if (!readsThroughTrees(c.kind)) continue;
+    if (!readsTrees(consumer[v])) continue;
     if (isElementwise(c.kind) && v->type.numElements() != c.result->type.numElements()) continue;
     p.fused[i] = true;
   }
@@ -559,7 +590,7 @@ Plan makePlan(const ir::Function& f, const CodegenOptions& opts) {
   for (size_t i = 0; i < n; ++i) {
     if (!p.live[i] || p.fused[i]) continue;
     const ir::Op& op = *f.ops[i];
-    if (readsThroughTrees(op.kind)) continue;
+    if (readsTrees(i)) continue;
     for (IRValue v : op.operands)
       if (v->def && v->def->kind == OpKind::Constant) constNeedsBuffer[v] = true;
   }
@@ -579,9 +610,9 @@ Plan makePlan(const ir::Function& f, const CodegenOptions& opts) {
     IRValue v = op.result;
     Storage& s = p.storage[v];
     if (!p.live[i] || p.fused[i]) continue;
-    if (op.kind == OpKind::MatMul)
+    if (op.kind == OpKind::MatMul && !p.fallback[i])
       p.gemm[i] = planMatMul(op.operands[0]->type.shape, op.operands[1]->type.shape, v->type.shape);
-    if (op.kind == OpKind::Einsum && op.operands.size() == 2) {
+    if (op.kind == OpKind::Einsum && op.operands.size() == 2 && !p.fallback[i]) {
       ir::EinsumSpec es;
       std::string err = ir::parseEinsum(op.attrs.getString("spec"), 2, es);
       GSL_ASSERT(err.empty(), "jit: einsum: " + err);
@@ -590,6 +621,10 @@ Plan makePlan(const ir::Function& f, const CodegenOptions& opts) {
     if (p.gemm[i]) chooseGemmCode(*p.gemm[i], opts);
     if (resultIndex.count(v) && v->argIndex < 0) {
       s = {Storage::Output, resultIndex[v]};
+      continue;
+    }
+    if (p.fallback[i]) {
+      s.kind = Storage::Workspace;
       continue;
     }
     switch (op.kind) {
@@ -1080,6 +1115,7 @@ class Lowering {
     IRValue r = op.result;
     bindStorage(r);
     const Storage& s = plan_.storage.at(r);
+    if (plan_.fallback[opIndex_]) return emitFallback(op);
     switch (op.kind) {
       case OpKind::Param: return emitParam(op, s);
       case OpKind::Constant:
@@ -1111,8 +1147,25 @@ class Lowering {
       default: break;
     }
     if (op.info().cls == OpClass::Collective) return emitCollective(op);
-    GSL_ASSERT(isElementwise(op.kind), std::string("jit: unsupported op ") + op.info().mnemonic);
-    emitElementwise(op);
+    if (isElementwise(op.kind)) return emitElementwise(op);
+    emitFallback(op);
+  }
+
+  // An op without generated code (one added to the op table after this
+  // generator): the reference kernel, through gsl_rt_eval_op.
+  void emitFallback(const ir::Op& op) {
+    llvm::Value* ins = entryAlloca(op.operands.size());
+    for (size_t i = 0; i < op.operands.size(); ++i)
+      b_.CreateStore(ptr(op.operands[i]), b_.CreateConstInBoundsGEP1_64(ptr_, ins, i));
+    llvm::Value* st = b_.CreateCall(helper("gsl_rt_eval_op", i32_, {ptr_, i64_, ptr_, ptr_}),
+                                    {ctx_, i64c(opIndex_), ins, ptr(op.result)});
+    checkStatus(st);
+  }
+
+  // An array of n pointers in the entry block's stack frame.
+  llvm::Value* entryAlloca(size_t n) {
+    llvm::IRBuilder<> eb(entry_, entry_->begin());
+    return eb.CreateAlloca(ptr_, b_.getInt64(std::max<size_t>(n, 1)));
   }
 
   void emitParam(const ir::Op& op, const Storage& s) {

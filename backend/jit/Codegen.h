@@ -36,11 +36,15 @@ struct CodegenOptions {
   int64_t dotLoopMacs = 32 * 32 * 32;
   // f32 lanes of the host's vector registers (16 with AVX-512, 8 with AVX).
   int vectorWidth = 8;
+  // Ops run by the reference kernel (gsl_rt_eval_op) although code could be
+  // generated: tests the fallback that ops unknown to the generator take.
+  std::vector<ir::OpKind> fallbackOps;
 };
 
-// Reads GSL_JIT_GEMM (`eigen` or `loops`, see GemmCode) once per process;
-// the defaults otherwise. A benchmarking knob only: the process-wide cache
-// assumes options never change.
+// Reads GSL_JIT_GEMM (`eigen` or `loops`, see GemmCode) and GSL_JIT_FALLBACK
+// (comma-separated op mnemonics, see fallbackOps) once per process; the
+// defaults otherwise. Benchmarking and testing knobs only: the
+// process-wide cache assumes options never change.
 const CodegenOptions& defaultCodegenOptions();
 
 struct Lowered {

@@ -66,6 +66,7 @@ std::vector<std::pair<std::string, void*>> runtimeSymbols() {
       {"gsl_rt_param", (void*)&gsl_rt_param},
       {"gsl_rt_random_uniform", (void*)&gsl_rt_random_uniform},
       {"gsl_rt_collective", (void*)&gsl_rt_collective},
+      {"gsl_rt_eval_op", (void*)&gsl_rt_eval_op},
       {"gsl_rt_take_error", (void*)&gsl_rt_take_error},
       {"gsl_rt_sgemm", (void*)&gsl_rt_sgemm},
       {"gsl_rt_pow_i32", (void*)&gsl_rt_pow_i32},
@@ -122,6 +123,27 @@ int32_t gsl_rt_collective(void* ctx, int64_t op, const void* in, void* out) {
     gsl::backend::Tensor r = gsl::backend::evalCollective(o, t, *c.kctx);
     GSL_ASSERT(r.type() == o.result->type, "jit: collective produced " + r.type().str() + ", expected " +
                                                o.result->type.str());
+    if (r.size()) std::memcpy(out, r.raw(), (size_t)r.size() * 4);
+    return 0;
+  } catch (...) {
+    c.error = std::current_exception();
+    return 1;
+  }
+}
+
+int32_t gsl_rt_eval_op(void* ctx, int64_t op, const void* const* ins, void* out) {
+  CallContext& c = callContext(ctx);
+  try {
+    const gsl::ir::Op& o = opAt(c, op);
+    std::vector<gsl::backend::Tensor> in;
+    for (size_t i = 0; i < o.operands.size(); ++i) {
+      gsl::backend::Tensor t(o.operands[i]->type);
+      if (t.size()) std::memcpy(t.raw(), ins[i], (size_t)t.size() * 4);
+      in.push_back(std::move(t));
+    }
+    gsl::backend::Tensor r = gsl::backend::evalOp(o, in, *c.kctx);
+    GSL_ASSERT(r.type() == o.result->type, std::string("jit: ") + o.info().mnemonic + " produced " +
+                                               r.type().str() + ", expected " + o.result->type.str());
     if (r.size()) std::memcpy(out, r.raw(), (size_t)r.size() * 4);
     return 0;
   } catch (...) {

@@ -49,6 +49,10 @@ void gsl_rt_random_uniform(void* ctx, int32_t seedOperand, float* out, int64_t n
 // Collective op number `op` on this rank: in -> out (buffers of its operand
 // and result types). Returns 0 or 1 (error stored).
 int32_t gsl_rt_collective(void* ctx, int64_t op, const void* in, void* out);
+// Any op the code generator does not handle (ops added to the op table
+// later): backend::evalOp on the operand buffers `ins` into `out`.
+// Returns 0 or 1 (error stored).
+int32_t gsl_rt_eval_op(void* ctx, int64_t op, const void* const* ins, void* out);
 // Reports take's out-of-range index (always returns 1).
 int32_t gsl_rt_take_error(void* ctx, int64_t op, int64_t index, int64_t rows);
 // C[i*rsC + j*csC] = sum_k A[i*rsA + k*csA] * B[k*rsB + j*csB] for an M x N

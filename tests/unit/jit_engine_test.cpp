@@ -3,6 +3,7 @@
 // results an engine hands back.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <cstring>
@@ -62,15 +63,44 @@ class BarrierComm : public Communicator {
     }
     w_.sync();
   }
-  void reduceScatter(const std::vector<int>&, const void*, size_t, DType, void*) override { FAIL("unused"); }
-  void allToAll(const std::vector<int>&, const void*, size_t, void*) override { FAIL("unused"); }
-  void permute(const std::vector<int>&, const std::vector<int64_t>&, const void*, size_t, void*) override {
-    FAIL("unused");
+  void reduceScatter(const std::vector<int>& group, const void* send, size_t count, DType dt, void* recv) override {
+    w_.posted()[rank_] = send;
+    w_.sync();
+    const size_t me = index(group);
+    for (size_t k = 0; k < count; ++k) {
+      float fs = 0;
+      int32_t is = 0;
+      for (int r : group) {
+        fs += ((const float*)w_.posted()[r])[me * count + k];
+        is += ((const int32_t*)w_.posted()[r])[me * count + k];
+      }
+      if (dt == DType::F32) ((float*)recv)[k] = fs;
+      else ((int32_t*)recv)[k] = is;
+    }
+    w_.sync();
+  }
+  void allToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) override {
+    w_.posted()[rank_] = send;
+    w_.sync();
+    const size_t me = index(group);
+    for (size_t i = 0; i < group.size(); ++i)
+      std::memcpy((char*)recv + i * bytes, (const char*)w_.posted()[group[i]] + me * bytes, bytes);
+    w_.sync();
+  }
+  void permute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send, size_t bytes,
+               void* recv) override {
+    w_.posted()[rank_] = send;
+    w_.sync();
+    std::memcpy(recv, w_.posted()[group[(size_t)perm[index(group)]]], bytes);
+    w_.sync();
   }
   void barrier() override { w_.sync(); }
   void abort(const std::string&) override {}
 
  private:
+  size_t index(const std::vector<int>& group) const {
+    return (size_t)(std::find(group.begin(), group.end(), rank_) - group.begin());
+  }
   BarrierWorld& w_;
   int rank_;
 };
@@ -228,6 +258,51 @@ TEST_CASE("jit: one compiled per-rank program serves every rank (shard_slice, al
       compareTensors(got[r][j], expect[r][j], "rank " + std::to_string(r) + " result " + std::to_string(j));
   // Ranks differ where they should: rank r holds columns 2r, 2r+1.
   CHECK(got[1][0].f32()[0] == x.f32()[2]);
+}
+
+TEST_CASE("jit: reduce_scatter, all_to_all and collective_permute on 2 x 2 ranks") {
+  ir::Mesh mesh;
+  mesh.name = "m";
+  mesh.axes = {{"a", 2}, {"b", 2}};
+  const int n = 4;
+  BarrierWorld world(n);
+  auto run = [&](bool useJit, std::vector<std::vector<Tensor>>& out) {
+    std::vector<std::thread> ts;
+    for (int r = 0; r < n; ++r)
+      ts.emplace_back([&, r] {
+        Builder b;
+        Value* v = b.arg(randF32({4, 8}, -5, 5, 60 + r));  // every rank its own block
+        auto common = [](Ints axes, int64_t size) {
+          return attrs({{"mesh", std::string("m")}, {"axes", axes}, {"n", size}});
+        };
+        AttrMap rs = common({1}, 2);
+        rs.set("dim", int64_t(0));
+        Value* y = b.op(OpKind::ReduceScatter, {b.op(OpKind::Mul, {v, v})}, rs);  // [2, 8]
+        AttrMap a2a = common({0, 1}, 4);
+        a2a.set("split_dim", int64_t(1));
+        a2a.set("concat_dim", int64_t(0));
+        Value* z = b.op(OpKind::AllToAll, {b.op(OpKind::Exp, {v})}, a2a);  // [16, 2]
+        AttrMap cp = common({0}, 2);
+        cp.set("perm", Ints{1, 0});
+        Value* w = b.op(OpKind::CollectivePermute, {b.op(OpKind::Cast, {v}, attrs({{"dtype", DType::I32}}))}, cp);
+        b.f.results = {y, z, w};
+        BarrierComm comm(world, r);
+        KernelContext ctx;
+        ctx.rank = r;
+        ctx.comm = &comm;
+        ctx.mesh = [&](const std::string&) -> const ir::Mesh& { return mesh; };
+        out[r] = useJit ? makeJitEngine(ctx)->call(b.f, b.args) : interpret(b.f, b.args, ctx);
+      });
+    for (auto& t : ts) t.join();
+  };
+  std::vector<std::vector<Tensor>> expect(n), got(n);
+  run(false, expect);
+  const uint64_t before = jitCompileCount();
+  run(true, got);
+  CHECK(jitCompileCount() - before == 1);  // the ranks' functions differ in argument values only
+  for (int r = 0; r < n; ++r)
+    for (size_t j = 0; j < expect[r].size(); ++j)
+      compareTensors(got[r][j], expect[r][j], "rank " + std::to_string(r) + " result " + std::to_string(j));
 }
 
 TEST_CASE("jit: a communication failure is rethrown by the engine") {

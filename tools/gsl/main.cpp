@@ -13,6 +13,7 @@
 #include "passes/CostModel.h"
 #include "passes/Pipeline.h"
 #include "passes/SpmdPartitioner.h"
+#include "repl/Repl.h"
 #include "runtime/Host.h"
 #include "runtime/MpiComm.h"
 
@@ -122,6 +123,11 @@ int main(int argc, char** argv) {
   run->add_option("--seed", seed, "global random seed (params, random_uniform)");
   run->add_option("--engine", engine, "execution engine")->check(CLI::IsMember({"interp", "jit"}));
   run->add_flag("--mpi", mpi, "run the ranks as OpenMPI processes");
+  std::string resume, logPath;
+  bool noProgress = false;
+  run->add_option("--resume", resume, "continue training from a checkpoint written by save_checkpoint");
+  run->add_option("--log", logPath, "write one JSON object per training step to this file");
+  run->add_flag("--no-progress", noProgress, "no training progress line");
 
   auto* check = app.add_subcommand("check", "parse, type, shape and sharding checks only");
   addCommon(check, checkC);
@@ -137,6 +143,15 @@ int main(int argc, char** argv) {
   compile->add_option("--stats", statsFormat, "print per-rank costs instead (json)")
       ->check(CLI::IsMember({"json"}))
       ->each([&](const std::string&) { stats = true; });
+
+  // `gsl repl [FILE] [-np N] [-D K=V]...` (repl/Repl.h).
+  Common replC;
+  bool replEcho = false;
+  auto* repl = app.add_subcommand("repl", "interactive exploration of shardings");
+  repl->add_option("file", replC.file, "GSL file to load at the start");
+  repl->add_option("--np", replC.np, "number of ranks (the predefined const NP)")->check(CLI::Range(1, 1 << 20));
+  repl->add_option("-D", replC.defines, "override a const: -D NAME=VALUE (repeatable)");
+  repl->add_flag("--echo", replEcho, "echo input lines after a prompt when stdin is not a terminal (transcripts)");
 
   // The spec spells the rank count `-np N` (as mpirun does); CLI11 reads a
   // single dash as a one-letter option, so rewrite it to --np first.
@@ -161,6 +176,16 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (*repl) {
+    gsl::frontend::Options o;
+    if (!parseDefines(replC, o)) return 2;
+    gsl::repl::ReplOptions ro;
+    ro.file = replC.file;
+    ro.np = replC.np;
+    ro.defines = o.defines;
+    ro.echo = replEcho;
+    return gsl::repl::runRepl(ro);
+  }
   if (*compile && emit.empty() && !stats) {
     std::cerr << "gsl: usage error: compile needs --emit ast|ir|sharded|spmd|llvm or --stats json\n";
     return 2;
@@ -186,6 +211,9 @@ int main(int argc, char** argv) {
     ro.seed = seed;
     ro.engine = engine;
     ro.mpi = underMpirun;
+    ro.resume = resume;
+    ro.logPath = logPath;
+    ro.progress = !noProgress;
     gsl::Diagnostics rdiags(sm);
     bool ok = gsl::runtime::runMain(*prog, ro, rdiags);
     rdiags.print(std::cerr);

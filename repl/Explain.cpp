@@ -1,0 +1,325 @@
+#include "repl/Explain.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "frontend/AST.h"
+#include "repl/Text.h"
+
+namespace gsl::repl {
+
+using ir::Op;
+using ir::OpKind;
+using ir::Sharding;
+using ir::Value;
+
+namespace {
+
+const ast::Decl* findDecl(const Build& b, ast::DeclKind kind, const std::string& name) {
+  for (const auto& p : b.prog->asts)
+    for (const auto& d : p->decls)
+      if (d->kind == kind && d->name == name) return d.get();
+  return nullptr;
+}
+
+std::string opText(const ValueContext& c, const Op& op) {
+  std::string s = std::string(op.info().mnemonic) + "(";
+  for (size_t i = 0; i < op.operands.size(); ++i) s += (i ? ", " : "") + valueName(c, *op.operands[i]);
+  return s + ")";
+}
+
+}  // namespace
+
+std::string meshText(const ir::Mesh& m) {
+  std::string s = m.name + " = [";
+  for (size_t i = 0; i < m.axes.size(); ++i)
+    s += (i ? ", " : "") + m.axes[i].name + ": " + std::to_string(m.axes[i].size);
+  return s + "]";
+}
+
+std::string shardingText(const std::optional<Sharding>& s) {
+  if (!s || s->mesh.empty() || s->isReplicated()) return "replicated";
+  return s->str();
+}
+
+std::string valueName(const ValueContext& c, const Value& v) {
+  if (!v.name.empty()) return v.name;
+  if (v.def && v.def->kind == OpKind::Param) return v.def->attrs.getString("name");
+  if (c.leaves && v.argIndex >= 0 && v.argIndex < (int)c.leaves->size()) {
+    const auto& l = (*c.leaves)[v.argIndex];
+    if (l.kind == frontend::HostLeaf::Load) return "load(\"" + l.name + "\")";
+    if (l.kind == frontend::HostLeaf::Exists) return "exists(\"" + l.name + "\")";
+    return l.name.empty() ? "%" + std::to_string(v.id) : l.name;
+  }
+  return "%" + std::to_string(v.id);
+}
+
+std::string shardingOrigin(const ValueContext& c, const Value& v) {
+  if (v.shardingVia || !v.sharding) return "";
+  if (v.sharding->mesh.empty()) return "(a host input: whole on every rank)";
+  const Build& b = c.build;
+  if (c.leaves && v.argIndex >= 0 && v.argIndex < (int)c.leaves->size()) {
+    const auto& l = (*c.leaves)[v.argIndex];
+    if (l.kind == frontend::HostLeaf::Var) return "(host variable " + l.name + "; :sharding " + l.name + " tells why)";
+    if (l.kind == frontend::HostLeaf::Load) return "annotated at " + b.where(l.loc);
+    return "(an input of the host script)";
+  }
+  if (v.argIndex >= 0 && !c.fn.empty())
+    if (const ast::Decl* d = findDecl(b, ast::DeclKind::Fn, c.fn))
+      if (v.argIndex < (int)d->args.size() && d->args[v.argIndex].annot)
+        return "annotated at " + b.where(d->args[v.argIndex].annot->loc);
+  if (v.def && v.def->kind == OpKind::Param)
+    if (const ast::Decl* d = findDecl(b, ast::DeclKind::Param, v.def->attrs.getString("name")))
+      if (d->annot) return "annotated at " + b.where(d->annot->loc);
+  if (v.shardingLoc.valid()) return "annotated at " + b.where(v.shardingLoc);
+  if (!c.fn.empty())
+    if (const ast::Decl* d = findDecl(b, ast::DeclKind::Fn, c.fn))
+      if (ir::Function* f = c.mod.findFunction(c.fn))
+        for (size_t i = 0; i < f->results.size() && i < d->results.size(); ++i)
+          if (d->results[i].annot && f->results[i]->type == v.type && f->resultShardings.size() > i &&
+              f->resultShardings[i] && *f->resultShardings[i] == *v.sharding)
+            return "annotated (the result type of fn " + c.fn + ") at " + b.where(d->results[i].annot->loc);
+  return "(a user annotation)";
+}
+
+std::string explainSharding(const ValueContext& c, const Value& v, const std::string& label) {
+  std::ostringstream os;
+  os << label << ": " << shardingText(v.sharding);
+  if (!v.sharding) {
+    os << "\n  no annotation reaches it (values that propagation does not reach are replicated)\n";
+    return os.str();
+  }
+  if (!v.shardingVia) {
+    os << " " << shardingOrigin(c, v) << "\n";
+    return os.str();
+  }
+  os << "\n";
+  const Value* cur = &v;
+  std::set<const Value*> seen;
+  while (cur && cur->shardingVia && seen.insert(cur).second) {
+    const Op& op = *cur->shardingVia;
+    if (op.result == cur) {  // forward: from the operands
+      const Value* src = cur->shardingSource;
+      if (!src || !src->shardingVia) {
+        os << "  <- " << opText(c, op) << " from\n";
+        std::set<const Value*> listed;
+        for (const Value* o : op.operands) {
+          if (!o->sharding || !listed.insert(o).second) continue;
+          std::string origin = shardingOrigin(c, *o);
+          os << "       " << valueName(c, *o) << " " << shardingText(o->sharding)
+             << (origin.empty() ? (o->shardingVia ? " (propagated)" : "") : " " + origin) << "\n";
+        }
+        return os.str();
+      }
+      os << "  <- " << opText(c, op);
+      if (op.operands.size() > 1) os << ", from " << valueName(c, *src) << " " << shardingText(src->sharding);
+      os << "\n";
+      cur = src;
+    } else {  // backward: from the result of a use
+      const Value* r = op.result;
+      os << "  <- used by " << opText(c, op) << " = " << valueName(c, *r) << " " << shardingText(r->sharding);
+      if (!r->shardingVia) {
+        std::string origin = shardingOrigin(c, *r);
+        os << (origin.empty() ? "" : " " + origin) << "\n";
+        return os.str();
+      }
+      os << "\n";
+      cur = r;
+    }
+  }
+  return os.str();
+}
+
+// ------------------------------------------------------------------ :show
+
+std::string showBlocks(const std::string& title, const ir::TensorType& t, const std::optional<Sharding>& s,
+                       const ir::Module& m, bool color) {
+  std::ostringstream os;
+  const ir::Mesh* mesh = (s && !s->mesh.empty()) ? m.findMesh(s->mesh) : nullptr;
+  int rank = t.rank();
+  int64_t devices = mesh ? mesh->numDevices() : m.np;
+  os << title << ": " << t.str() << " " << shardingText(s);
+  if (mesh) os << " on mesh " << meshText(*mesh);
+  os << "  (" << devices << (devices == 1 ? " device" : " devices") << ")\n";
+
+  // Blocks per dim and each device's block coordinates.
+  std::vector<int64_t> nb(rank, 1);
+  if (mesh)
+    for (int d = 0; d < rank && d < (int)s->dims.size(); ++d)
+      for (const auto& a : s->dims[d]) nb[d] *= mesh->axisSize(a);
+  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> holders;
+  for (int64_t r = 0; r < devices; ++r) {
+    std::vector<int64_t> idx(rank, 0);
+    if (mesh) {
+      auto coords = mesh->coords(r);
+      for (int d = 0; d < rank && d < (int)s->dims.size(); ++d)
+        for (const auto& a : s->dims[d]) idx[d] = idx[d] * mesh->axisSize(a) + coords[mesh->axisIndex(a)];
+    }
+    std::pair<int64_t, int64_t> key{rank >= 2 ? idx[0] : 0, rank >= 2 ? idx[1] : (rank == 1 ? idx[0] : 0)};
+    holders[key].push_back(r);
+  }
+
+  // What the picture shows.
+  auto dimText = [&](int d) {
+    std::string x = "dim " + std::to_string(d) + " (" + std::to_string(t.shape[d]) + ")";
+    if (nb[d] == 1) return x + " not split";
+    std::string axes;
+    for (const auto& a : s->dims[d]) axes += (axes.empty() ? "" : ", ") + a;
+    return x + " split over " + axes + " into " + std::to_string(nb[d]) + " blocks";
+  };
+  if (rank == 0) os << "a scalar\n";
+  else if (rank == 1) os << "columns: " << dimText(0) << "\n";
+  else os << "rows: " << dimText(0) << "; columns: " << dimText(1) << "\n";
+  if (rank > 2) {
+    os << "(a " << rank << "-D tensor: showing dims 0 and 1";
+    bool more = false;
+    for (int d = 2; d < rank; ++d) more |= nb[d] > 1;
+    if (more) {
+      os << "; also split:";
+      for (int d = 2; d < rank; ++d)
+        if (nb[d] > 1) os << " " << dimText(d) << ";";
+      os << " a box lists every device holding a block of it)\n";
+    } else {
+      os << "; the other dims are not split)\n";
+    }
+  }
+  if (s && !s->partial.empty()) {
+    std::string axes;
+    for (const auto& a : s->partial) axes += (axes.empty() ? "" : ", ") + a;
+    os << "(partial sums over " << axes << ": the devices of a box hold addends of it)\n";
+  }
+
+  int64_t rows = rank >= 2 ? nb[0] : 1, cols = rank >= 2 ? nb[1] : (rank == 1 ? nb[0] : 1);
+  auto range = [&](int d, int64_t i) {
+    int64_t len = t.shape[d] / nb[d];
+    return std::to_string(i * len) + ":" + std::to_string((i + 1) * len);
+  };
+  std::map<std::pair<int64_t, int64_t>, std::pair<std::string, std::string>> labels;
+  size_t width = 7;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      std::string devs = rankList(holders[{i, j}]);
+      std::string rng = rank == 0 ? "" : rank == 1 ? "[" + range(0, j) + "]"
+                                                   : "[" + range(0, i) + ", " + range(1, j) + (rank > 2 ? ", ...]" : "]");
+      labels[{i, j}] = {devs, rng};
+      width = std::max({width, devs.size() + 2, rng.size() + 2});
+    }
+  // Too many columns for a terminal: say so rather than draw a mess.
+  if ((width + 1) * cols > 200) {
+    os << "(" << rows << " x " << cols << " blocks: too wide to draw; each block is ";
+    for (int d = 0; d < rank; ++d) os << (d ? " x " : "") << t.shape[d] / nb[d];
+    os << ")\n";
+    return os.str();
+  }
+  static const char* palette[] = {"30;46", "30;43", "30;42", "30;45", "30;44", "30;41",
+                                  "30;106", "30;103", "30;102", "30;105", "30;104", "30;101"};
+  auto center = [&](const std::string& x) {
+    size_t left = (width - x.size()) / 2;
+    return std::string(left, ' ') + x + std::string(width - x.size() - left, ' ');
+  };
+  std::string border = "+";
+  for (int64_t j = 0; j < cols; ++j) border += std::string(width, '-') + "+";
+  int colour = 0;
+  std::map<std::pair<int64_t, int64_t>, int> colourOf;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) colourOf[{i, j}] = colour++ % 12;
+  os << border << "\n";
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int line = 0; line < 2; ++line) {
+      os << "|";
+      for (int64_t j = 0; j < cols; ++j) {
+        const auto& l = labels[{i, j}];
+        std::string cell = center(line == 0 ? l.first : l.second);
+        if (color) os << "\033[" << palette[colourOf[{i, j}]] << "m" << cell << "\033[0m|";
+        else os << cell << "|";
+      }
+      os << "\n";
+    }
+    os << border << "\n";
+  }
+  return os.str();
+}
+
+// ------------------------------------------------------------------ costs
+
+std::string machineModelLine() {
+  return "machine model: " + std::to_string((int)(kFlopsPerS / 1e9)) + " GFLOP/s per rank, " +
+         std::to_string((int)(kLinkBytesPerS / 1e9)) + " GB/s per link, " + std::to_string((int)(kLatencyS * 1e6)) +
+         " us latency per collective call\n";
+}
+
+double computeSeconds(const passes::Cost& c) { return (double)c.flops / kFlopsPerS; }
+
+double collectiveSeconds(const passes::Cost& c) {
+  double s = 0;
+  for (const auto& [k, v] : c.collectives) s += (double)v.calls * kLatencyS + (double)v.bytes / kLinkBytesPerS;
+  return s;
+}
+
+namespace {
+
+std::string seconds(double s) {
+  char buf[64];
+  if (s == 0) return "0";
+  if (s < 1e-6) std::snprintf(buf, sizeof buf, "%.1f ns", s * 1e9);
+  else if (s < 1e-3) std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
+  else if (s < 1) std::snprintf(buf, sizeof buf, "%.2f ms", s * 1e3);
+  else std::snprintf(buf, sizeof buf, "%.2f s", s);
+  return buf;
+}
+
+std::string bytes(uint64_t b) { return thousands(b) + " B"; }
+
+}  // namespace
+
+std::string costTable(const std::vector<const passes::Cost*>& costs, const std::vector<std::string>& heads) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> head{""};
+  for (const auto& h : heads) head.push_back(h);
+  bool hasHead = false;
+  for (const auto& h : heads) hasHead |= !h.empty();
+  if (hasHead) rows.push_back(head);
+  auto row = [&](const std::string& label, auto f) {
+    std::vector<std::string> r{label};
+    for (const auto* c : costs) r.push_back(f(*c));
+    rows.push_back(r);
+  };
+  row("flops", [](const passes::Cost& c) { return thousands(c.flops); });
+  row("param bytes", [](const passes::Cost& c) { return bytes(c.paramBytes); });
+  row("peak activation bytes", [](const passes::Cost& c) { return bytes(c.peakActivationBytes); });
+  std::set<std::string> kinds;
+  for (const auto* c : costs)
+    for (const auto& [k, v] : c->collectives) kinds.insert(k);
+  for (const auto& k : kinds)
+    row(k, [&](const passes::Cost& c) {
+      auto it = c.collectives.find(k);
+      if (it == c.collectives.end() || it->second.calls == 0) return std::string("-");
+      return std::to_string(it->second.calls) + (it->second.calls == 1 ? " call, " : " calls, ") + bytes(it->second.bytes);
+    });
+  if (kinds.empty()) row("collectives", [](const passes::Cost&) { return std::string("none"); });
+  else
+    row("bytes sent (all kinds)", [](const passes::Cost& c) {
+      uint64_t b = 0;
+      for (const auto& [k, v] : c.collectives) b += v.bytes;
+      return bytes(b);
+    });
+  row("time: compute", [](const passes::Cost& c) { return seconds(computeSeconds(c)); });
+  row("time: collectives", [](const passes::Cost& c) { return seconds(collectiveSeconds(c)); });
+  row("estimated time", [](const passes::Cost& c) { return seconds(computeSeconds(c) + collectiveSeconds(c)); });
+
+  std::vector<size_t> w(rows[0].size(), 0);
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  std::ostringstream os;
+  for (const auto& r : rows) {
+    os << "  " << r[0] << std::string(w[0] - r[0].size(), ' ');
+    for (size_t i = 1; i < r.size(); ++i) os << "   " << std::string(w[i] - r[i].size(), ' ') << r[i];
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace gsl::repl

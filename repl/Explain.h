@@ -1,0 +1,65 @@
+// What the REPL prints about shardings and costs: the provenance chain of
+// a value's sharding (:sharding), the picture of how a tensor's blocks lie
+// on the devices (:show), and cost tables with a simple machine model
+// (:cost, :try).
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "frontend/HostProgram.h"
+#include "ir/Module.h"
+#include "passes/CostModel.h"
+#include "repl/Session.h"
+
+namespace gsl::repl {
+
+// Where the values being explained live.
+struct ValueContext {
+  const Build& build;
+  const ir::Module& mod;
+  std::string fn;                                            // user fn ("" in a thunk)
+  const std::vector<frontend::HostLeaf>* leaves = nullptr;   // thunk inputs
+};
+
+// The value's name: its let or argument name, a param's name, else %id.
+std::string valueName(const ValueContext& c, const ir::Value& v);
+
+// Where a sharding that no propagation step gave comes from: "annotated at
+// FILE:LINE:COL", "host variable x", ... ("" when it has none).
+std::string shardingOrigin(const ValueContext& c, const ir::Value& v);
+
+// The chain of propagation steps that gave `v` (propagated in place) its
+// sharding, back to the user annotations it comes from:
+//   h: @shard(m, [data, model])
+//     <- relu(%2)
+//     <- matmul(x, w1) from
+//          x @shard(m, [data, _]) annotated at examples/mlp.gsl:14:16
+//          w1 @shard(m, [_, model]) annotated at examples/mlp.gsl:11:21
+std::string explainSharding(const ValueContext& c, const ir::Value& v, const std::string& label);
+
+// "m = [data: 2, model: 2]"
+std::string meshText(const ir::Mesh& m);
+
+// `s` or "replicated".
+std::string shardingText(const std::optional<ir::Sharding>& s);
+
+// A box grid of the tensor's blocks on the devices (first two dims), each
+// box naming the devices that hold that block (copies listed together) and
+// the block's index ranges. Colours only when `color`.
+std::string showBlocks(const std::string& title, const ir::TensorType& t, const std::optional<ir::Sharding>& s,
+                       const ir::Module& m, bool color);
+
+// The machine model of :cost and :try (per rank): compute at kFlopsPerS,
+// every collective call costs kLatencyS plus its bytes sent at kLinkBytesPerS.
+constexpr double kFlopsPerS = 100e9;
+constexpr double kLinkBytesPerS = 10e9;
+constexpr double kLatencyS = 5e-6;
+std::string machineModelLine();
+double computeSeconds(const passes::Cost& c);
+double collectiveSeconds(const passes::Cost& c);
+
+// A table of one or more costs side by side (columns headed by `heads`).
+std::string costTable(const std::vector<const passes::Cost*>& costs, const std::vector<std::string>& heads);
+
+}  // namespace gsl::repl

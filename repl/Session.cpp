@@ -1,0 +1,964 @@
+#include "repl/Session.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "frontend/AST.h"
+#include "ir/OpTable.h"
+#include "ir/Printer.h"
+#include "passes/CostModel.h"
+#include "passes/Pipeline.h"
+#include "passes/ShardingPropagation.h"
+#include "repl/Explain.h"
+#include "repl/Text.h"
+#include "runtime/Host.h"
+
+#if defined(GSL_REPL_HAVE_JIT) && __has_include("backend/jit/JitEngine.h")
+#include "backend/jit/JitEngine.h"
+#define GSL_REPL_JIT 1
+#endif
+
+namespace gsl::repl {
+
+namespace fs = std::filesystem;
+using frontend::HostStmt;
+using ir::Sharding;
+
+namespace {
+
+const char* kMarker = "@@gsl-repl-output@@";
+const char* kValueName = "__repl_value";
+const std::string kLetValue = std::string("let ") + "__repl_value" + " = ";
+
+const std::set<std::string> kDeclKeywords = {"import", "const", "mesh", "param", "fn", "optimizer", "dataset"};
+
+struct CommandInfo {
+  const char* name;
+  const char* args;
+  const char* help;
+};
+
+const std::vector<CommandInfo>& commands() {
+  static const std::vector<CommandInfo> c = {
+      {"help", "", "this list"},
+      {"load", "FILE", "start a new session from FILE (its fn main is not run)"},
+      {"reload", "", "re-read the loaded file, keeping what was typed"},
+      {"reset", "", "forget everything: an empty session"},
+      {"np", "N", "recompile everything for N ranks"},
+      {"type", "EXPR", "the type and sharding of EXPR, without running it"},
+      {"sharding", "NAME", "NAME's sharding and why (a param, a host variable, FN.VALUE)"},
+      {"show", "NAME", "how NAME's blocks lie on the devices"},
+      {"spmd", "FN", "the per-rank program of FN, collectives marked"},
+      {"cost", "FN", "per-rank FLOPs, memory, collective bytes and an estimated time"},
+      {"try", "NAME @shard(...)", "the cost of every fn with another annotation on NAME"},
+      {"ir", "[FN]", "the global IR of the session (or of FN)"},
+      {"llvm", "FN", "the LLVM IR of FN's per-rank program"},
+      {"quit", "", "leave (also Ctrl-D)"},
+  };
+  return c;
+}
+
+bool startsWith(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
+
+// Copies the let / argument names of `f` onto its clone (clone() keeps the
+// order of args and ops but not the names).
+void copyNames(const ir::Function& f, ir::Function& c) {
+  for (size_t i = 0; i < f.args.size(); ++i) c.args[i]->name = f.args[i]->name;
+  for (size_t i = 0; i < f.ops.size(); ++i) c.ops[i]->result->name = f.ops[i]->result->name;
+}
+
+// A copy of user function `f`, propagated.
+std::unique_ptr<ir::Function> propagated(const ir::Module& m, const ir::Function& f) {
+  auto c = f.clone();
+  copyNames(f, *c);
+  passes::propagateShardings(m, *c);
+  c->renumber();
+  return c;
+}
+
+std::unique_ptr<ir::Function> perRank(const ir::Module& m, const ir::Function& f) {
+  auto c = f.clone();
+  return passes::buildPerRankProgram(m, *c, false);
+}
+
+// Values of `f` named `name` (args first, then lets in order).
+std::vector<ir::Value*> valuesNamed(ir::Function& f, const std::string& name) {
+  std::vector<ir::Value*> r;
+  if (name == "return") return f.results;
+  for (auto* a : f.args)
+    if (a->name == name) r.push_back(a);
+  for (auto& op : f.ops)
+    if (op->result->name == name) r.push_back(op->result);
+  return r;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ Assembled, Build
+
+void Assembled::add(const std::string& piece, const std::string& display, int firstColShift) {
+  int line = 1;
+  size_t start = 0;
+  while (true) {
+    size_t nl = piece.find('\n', start);
+    lines.push_back({display, display == "<repl>" ? 0 : line, line == 1 ? firstColShift : 0});
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+    ++line;
+  }
+  text += piece + "\n";
+}
+
+std::string Build::where(SourceLoc l) const {
+  if (!l.valid()) return "";
+  int col = l.col;
+  std::string name = sm->name(l.file);
+  int line = l.line;
+  if (l.file == mainFile && l.line >= 1 && l.line <= (int)src.lines.size()) {
+    const LineOrigin& o = src.lines[l.line - 1];
+    if (o.line == 0) return "<repl>";
+    name = o.display;
+    line = o.line;
+    col = std::max(1, col - o.colShift);
+  }
+  return name + ":" + std::to_string(line) + ":" + std::to_string(col);
+}
+
+std::string Build::render(const Diagnostic& d) const {
+  const char* sev = d.severity == Severity::Error ? "error" : "note";
+  if (!d.loc.valid()) return std::string("gsl: ") + sev + ": " + d.message + "\n";
+  std::string line = sm->lineText(d.loc.file, d.loc.line);
+  int col = d.loc.col;
+  if (d.loc.file == mainFile && d.loc.line >= 1 && d.loc.line <= (int)src.lines.size()) {
+    int shift = src.lines[d.loc.line - 1].colShift;
+    if (shift > 0 && (int)line.size() >= shift) {
+      line = line.substr(shift);
+      col = std::max(1, col - shift);
+    }
+  }
+  std::string out = where(d.loc) + ": " + sev + ": " + d.message + "\n    " + line + "\n    ";
+  for (int i = 1; i < col && i - 1 < (int)line.size(); ++i) out += line[i - 1] == '\t' ? '\t' : ' ';
+  return out + "^\n";
+}
+
+void Build::printDiagnostics(std::ostream& os) const {
+  for (const auto& d : diags->all()) os << render(d);
+}
+
+// ------------------------------------------------------------------ Session
+
+Session::Session(std::ostream& out, bool color, int64_t np, std::map<std::string, int64_t> defines)
+    : out_(out), color_(color), np_(np), defines_(std::move(defines)) {
+  refreshNames();
+}
+
+Session::~Session() = default;
+
+const std::vector<std::string>& Session::commandNames() {
+  static std::vector<std::string> n = [] {
+    std::vector<std::string> r;
+    for (const auto& c : commands()) r.push_back(std::string(":") + c.name);
+    return r;
+  }();
+  return n;
+}
+
+std::string Session::paint(const std::string& s, const char* code) const {
+  return color_ ? std::string("\033[") + code + "m" + s + "\033[0m" : s;
+}
+
+void Session::error(const std::string& msg) const { out_ << paint("error:", "1;31") << " " << msg << "\n"; }
+
+Assembled Session::assemble(const Entry* extra, Extra kind, bool withMain) const {
+  Assembled a;
+  auto input = [](const Entry& e) { return "<input " + std::to_string(e.number) + ">"; };
+  if (!file_.empty()) {
+    std::string t = fileText_;
+    if (!t.empty() && t.back() == '\n') t.pop_back();
+    a.add(t, file_);
+  }
+  for (const auto& e : decls_) a.add(e.text, input(e));
+  if (kind == Extra::Decl) a.add(extra->text, input(*extra));
+  if (!withMain) return a;
+  a.add("fn main() {", "<repl>");
+  for (const auto& e : host_) a.add(e.text, input(e));
+  std::string marker = std::string("print(\"") + kMarker + "\")";
+  switch (kind) {
+    case Extra::Stmt:
+      a.add(marker, "<repl>");
+      a.add(extra->text, input(*extra));
+      break;
+    case Extra::Expr:
+      a.add(marker, "<repl>");
+      a.add(kLetValue + extra->text, input(*extra), (int)kLetValue.size());
+      a.add(std::string("print(") + kValueName + ")", "<repl>");
+      break;
+    case Extra::ExprNoRun: a.add(kLetValue + extra->text, input(*extra), (int)kLetValue.size()); break;
+    default: break;
+  }
+  a.add("}", "<repl>");
+  return a;
+}
+
+std::unique_ptr<Build> Session::compile(const Assembled& a) const {
+  auto b = std::make_unique<Build>();
+  b->src = a;
+  b->mainDisplay = file_.empty() ? "<repl>" : file_;
+  // -D applies to consts as they get declared: a define naming no const
+  // (yet) is left out rather than being an error.
+  std::map<std::string, int64_t> defs = defines_;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    b->sm = std::make_unique<SourceManager>();
+    b->diags = std::make_unique<Diagnostics>(*b->sm);
+    frontend::Options o;
+    o.np = np_;
+    o.importPath = frontend::defaultImportPath();
+    o.defines = defs;
+    b->prog = frontend::compileSource(b->mainDisplay, a.text, o, *b->sm, *b->diags);
+    if (b->prog) break;
+    bool retry = false;
+    for (const auto& d : b->diags->all()) {
+      size_t q = d.message.find("declares no const '");
+      if (d.loc.valid() || !startsWith(d.message, "-D ") || q == std::string::npos) continue;
+      size_t s = q + 19, e = d.message.find('\'', s);
+      defs.erase(d.message.substr(s, e - s));
+      retry = true;
+    }
+    if (!retry) break;
+  }
+  if (b->prog) passes::runGlobalPipeline(*b->prog->module);
+  return b;
+}
+
+bool Session::run(const Build& b, std::string& shown) const {
+  std::ostringstream os;
+  runtime::RunOptions ro;
+  ro.out = &os;
+  Diagnostics rd(*b.sm);
+  bool ok = runtime::runMain(*b.prog, ro, rd);
+  if (!ok) {
+    for (const auto& d : rd.all()) out_ << b.render(d);
+    return false;
+  }
+  std::string s = os.str(), m = std::string(kMarker) + "\n";
+  size_t p = s.find(m);
+  shown = p == std::string::npos ? "" : s.substr(p + m.size());
+  return true;
+}
+
+Build* Session::current() {
+  if (!current_) current_ = compile(assemble(nullptr, Extra::None));
+  if (!current_->ok()) {
+    current_->printDiagnostics(out_);
+    current_.reset();
+    return nullptr;
+  }
+  return current_.get();
+}
+
+void Session::commit(std::unique_ptr<Build>) {
+  current_.reset();
+  refreshNames();
+}
+
+void Session::refreshNames() {
+  std::set<std::string> n = {"NP"};
+  Build* b = nullptr;
+  if (!file_.empty() || !decls_.empty() || !host_.empty()) {
+    if (!current_) current_ = compile(assemble(nullptr, Extra::None));
+    if (current_->ok()) b = current_.get();
+  }
+  if (b) {
+    for (const auto& p : b->prog->asts)
+      for (const auto& d : p->decls) {
+        if (d->kind == ast::DeclKind::Import || d->name == "main") continue;
+        n.insert(d->name);
+        for (const auto& a : d->axes) n.insert(a.name);
+        if (d->kind != ast::DeclKind::Fn) continue;
+        n.insert(d->name + ".return");
+        for (const auto& a : d->args) {
+          n.insert(a.name);
+          n.insert(d->name + "." + a.name);
+        }
+        for (const auto& s : d->body)
+          if (s->kind == ast::StmtKind::Let || s->kind == ast::StmtKind::LetTuple)
+            for (const auto& x : s->names) {
+              n.insert(x);
+              n.insert(d->name + "." + x);
+            }
+      }
+    std::function<void(const std::vector<HostStmt>&)> walk = [&](const std::vector<HostStmt>& body) {
+      for (const auto& s : body) {
+        if (s.kind == HostStmt::Let) n.insert(s.names.begin(), s.names.end());
+        walk(s.body);
+        walk(s.elseBody);
+      }
+    };
+    walk(b->prog->host.body);
+  }
+  names_.assign(n.begin(), n.end());
+}
+
+std::vector<std::string> Session::complete(const std::string& before, size_t& wordStart) const {
+  std::set<std::string> out;
+  size_t first = before.find_first_not_of(" \t");
+  // :load FILE: file names.
+  if (first != std::string::npos && startsWith(before.substr(first), ":load ")) {
+    size_t sp = before.find_last_of(" \t");
+    wordStart = sp + 1;
+    std::string word = before.substr(wordStart);
+    size_t slash = word.rfind('/');
+    std::string dir = slash == std::string::npos ? "" : word.substr(0, slash + 1);
+    std::string base = slash == std::string::npos ? word : word.substr(slash + 1);
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir.empty() ? "." : dir, ec)) {
+      std::string f = e.path().filename().string();
+      if (!startsWith(f, base) || (base.empty() && f[0] == '.')) continue;
+      bool isDir = e.is_directory(ec);
+      if (!isDir && e.path().extension() != ".gsl") continue;
+      out.insert(dir + f + (isDir ? "/" : ""));
+    }
+    return {out.begin(), out.end()};
+  }
+  size_t s = before.size();
+  while (s > 0) {
+    char c = before[s - 1];
+    if (std::isalnum((unsigned char)c) || c == '_' || c == '.' || c == ':' || c == '@') --s;
+    else break;
+  }
+  wordStart = s;
+  std::string word = before.substr(s);
+  if (!word.empty() && word[0] == ':') {
+    if (s != first) return {};
+    for (const auto& c : commandNames())
+      if (startsWith(c, word)) out.insert(c);
+    return {out.begin(), out.end()};
+  }
+  if (word.empty()) return {};
+  static const std::vector<std::string> fixed = [] {
+    std::vector<std::string> r = {"print", "save", "load", "exists", "let", "fn", "param", "const", "mesh",
+                                  "import", "for", "in", "if", "else", "return", "true", "false", "and",
+                                  "or", "not", "f32", "i32", "bool", "@shard", "@replicate", "zeros", "ones",
+                                  "normal", "uniform", "glorot"};
+    for (const auto& op : ir::allOps())
+      if (op.builtin) r.push_back(op.builtin);
+    return r;
+  }();
+  for (const auto* list : {&fixed, &names_})
+    for (const auto& c : *list)
+      if (startsWith(c, word)) out.insert(c);
+  return {out.begin(), out.end()};
+}
+
+// ------------------------------------------------------------------ inputs
+
+void Session::handle(const std::string& raw) {
+  std::string input = trim(raw);
+  if (input.empty()) return;
+  if (input[0] == ':') {
+    command(input);
+    out_.flush();
+    return;
+  }
+  auto toks = tokenize(input);
+  if (toks.empty()) return;  // a comment
+  const std::string& first = toks[0].text;
+  bool ident = toks[0].kind == Token::Ident;
+  auto tok = [&](size_t i) { return i < toks.size() ? toks[i].text : std::string(); };
+  if (ident && kDeclKeywords.count(first)) declaration(input);
+  else if (ident && (first == "let" || first == "for" || first == "if")) statement(input, true);
+  else if (ident && (first == "print" || first == "save") && tok(1) == "(") statement(input, true);
+  else if (ident && tok(1) == "=") statement(input, true);
+  else if (ident && tok(1) == "." && toks.size() > 3 && tok(3) == "(") statement(input, true);
+  else expression(input);
+  out_.flush();
+}
+
+void Session::declaration(const std::string& text) {
+  auto toks = tokenize(text);
+  if (toks.size() > 1 && toks[0].text == "fn" && toks[1].text == "main") {
+    error("fn main is the session's host script: type its statements (let, print, ...) at the prompt");
+    return;
+  }
+  Entry e{++counter_, text};
+  auto b = compile(assemble(&e, Extra::Decl));
+  if (!b->ok()) {
+    b->printDiagnostics(out_);
+    return;
+  }
+  decls_.push_back(e);
+  commit(std::move(b));
+}
+
+void Session::statement(const std::string& text, bool keep) {
+  Entry e{++counter_, text};
+  auto b = compile(assemble(&e, Extra::Stmt));
+  if (!b->ok()) {
+    b->printDiagnostics(out_);
+    return;
+  }
+  std::string shown;
+  if (!run(*b, shown)) return;
+  out_ << shown;
+  const auto& body = b->prog->host.body;
+  if (!body.empty() && body.back().kind == HostStmt::Let) {
+    auto vars = simulateHost(*b);
+    for (const auto& n : body.back().names) out_ << n << ": " << typeLine(vars[n].type, vars[n].sharding) << "\n";
+  }
+  if (keep) host_.push_back(e);
+  commit(std::move(b));
+}
+
+void Session::expression(const std::string& text) {
+  Entry e{++counter_, text};
+  auto b = compile(assemble(&e, Extra::Expr));
+  if (!b->ok()) {
+    b->printDiagnostics(out_);
+    return;
+  }
+  std::string shown;
+  if (!run(*b, shown)) return;
+  out_ << shown;
+  auto vars = simulateHost(*b);
+  const HostVar& v = vars[kValueName];
+  out_ << typeLine(v.type, v.sharding) << "\n";
+}
+
+std::string Session::typeLine(const ir::TensorType& t, const std::optional<Sharding>& s) const {
+  std::string sh = s && !s->mesh.empty() && !s->isReplicated() ? s->str() : "(replicated)";
+  return t.str() + " " + paint(sh, "36");
+}
+
+std::map<std::string, HostVar> Session::simulateHost(const Build& b) const {
+  std::map<std::string, HostVar> vars;
+  const ir::Module& mod = *b.prog->module;
+  std::function<void(const std::vector<HostStmt>&)> walk = [&](const std::vector<HostStmt>& body) {
+    for (const auto& s : body) {
+      switch (s.kind) {
+        case HostStmt::Let:
+        case HostStmt::Assign: {
+          std::vector<std::optional<Sharding>> in;
+          for (const auto& l : s.value.leaves) {
+            if (l.kind == frontend::HostLeaf::Var) {
+              auto it = vars.find(l.name);
+              in.push_back(it == vars.end() ? std::nullopt : it->second.sharding);
+            } else {
+              in.push_back(l.kind == frontend::HostLeaf::Exists ? std::nullopt : l.sharding);
+            }
+          }
+          auto f = s.value.fn->clone();
+          for (size_t i = 0; i < in.size(); ++i)
+            f->args[i]->sharding = in[i] ? in[i] : Sharding::replicated("", f->args[i]->type.rank());
+          auto local = passes::buildPerRankProgram(mod, *f, false);
+          for (size_t i = 0; i < s.names.size(); ++i)
+            vars[s.names[i]] = {s.value.fn->results[i]->type, local->resultShardings[i], &s.value, (int)i, in};
+          break;
+        }
+        case HostStmt::For:
+          vars[s.names[0]] = {ir::TensorType{ir::DType::I32, {}}, std::nullopt, nullptr, 0, {}};
+          walk(s.body);
+          break;
+        case HostStmt::If:
+          walk(s.body);
+          walk(s.elseBody);
+          break;
+        default: break;
+      }
+    }
+  };
+  walk(b.prog->host.body);
+  return vars;
+}
+
+// ------------------------------------------------------------------ commands
+
+void Session::command(const std::string& text) {
+  size_t sp = text.find_first_of(" \t\n");
+  std::string name = text.substr(1, sp == std::string::npos ? std::string::npos : sp - 1);
+  std::string arg = sp == std::string::npos ? "" : trim(text.substr(sp));
+  std::vector<std::string> hits;
+  for (const auto& c : commands()) {
+    if (name == c.name) {
+      hits = {c.name};
+      break;
+    }
+    if (!name.empty() && startsWith(c.name, name)) hits.push_back(c.name);
+  }
+  if (name == "q" || name == "exit") hits = {"quit"};
+  if (hits.size() != 1) {
+    if (hits.empty()) error("unknown command ':" + name + "' (:help lists the commands)");
+    else {
+      std::string l;
+      for (const auto& h : hits) l += (l.empty() ? ":" : ", :") + h;
+      error("':" + name + "' is ambiguous: " + l);
+    }
+    return;
+  }
+  const std::string& c = hits[0];
+  auto need = [&](const char* what) {
+    if (!arg.empty()) return true;
+    error(std::string(":") + c + " needs " + what);
+    return false;
+  };
+  if (c == "help") help();
+  else if (c == "load") {
+    if (need("a file")) load(arg);
+  } else if (c == "reload") reload();
+  else if (c == "reset") reset();
+  else if (c == "np") {
+    if (need("a number of ranks")) setNp(arg);
+  } else if (c == "type") {
+    if (need("an expression")) typeOf(arg);
+  } else if (c == "sharding") {
+    if (need("a name")) sharding(arg);
+  } else if (c == "show") {
+    if (need("a name")) show(arg);
+  } else if (c == "spmd") {
+    if (need("a function")) spmd(arg);
+  } else if (c == "cost") {
+    if (need("a function")) cost(arg);
+  } else if (c == "try") {
+    if (need("a name and an annotation: :try w1 @shard(m, [model, _])")) tryAnnotation(arg);
+  } else if (c == "ir") ir(arg);
+  else if (c == "llvm") {
+    if (need("a function")) llvm(arg);
+  } else if (c == "quit") quit_ = true;
+}
+
+void Session::help() {
+  out_ << "Type GSL at the prompt:\n"
+          "  declarations   const, mesh, param, fn, import: added to the session\n"
+          "  statements     let x = ..., x = ..., print(...), save(...), for, if: the session's fn main\n"
+          "  expressions    print their value, type and sharding\n"
+          "A line that leaves a bracket open continues on the next. Commands:\n";
+  size_t w = 0;
+  for (const auto& c : commands()) w = std::max(w, std::string(c.name).size() + std::string(c.args).size() + 2);
+  for (const auto& c : commands()) {
+    std::string head = std::string(":") + c.name + (c.args[0] ? std::string(" ") + c.args : "");
+    out_ << "  " << head << std::string(w + 1 - head.size(), ' ') << "  " << c.help << "\n";
+  }
+  out_ << "Commands may be abbreviated (:q). Tab completes commands, names and builtins.\n";
+}
+
+bool Session::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::error_code ec;
+  if (!in || fs::is_directory(path, ec)) {
+    error(path + ": " + (fs::exists(path, ec) ? "cannot be read" : "no such file"));
+    return false;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  bool hadMain = false;
+  std::string text = blankMain(ss.str(), hadMain);
+  // Try the new session; keep the old one if the file does not check.
+  auto saved = std::make_tuple(file_, fileText_, fileHadMain_, decls_, host_);
+  file_ = path;
+  fileText_ = text;
+  fileHadMain_ = hadMain;
+  decls_.clear();
+  host_.clear();
+  auto b = compile(assemble(nullptr, Extra::None));
+  if (!b->ok()) {
+    b->printDiagnostics(out_);
+    std::tie(file_, fileText_, fileHadMain_, decls_, host_) = saved;
+    out_ << "(" << path << " not loaded; the session is unchanged)\n";
+    return false;
+  }
+  const ir::Module& m = *b->prog->module;
+  std::ostringstream os;
+  os << "loaded " << path << " (np = " << m.np << ")";
+  for (const auto& mesh : m.meshes) os << "; " << meshText(mesh);
+  if (!m.params.empty()) {
+    os << "; params";
+    for (const auto& p : m.params) os << " " << p.name;
+  }
+  std::vector<std::string> fns;
+  for (const auto& p : b->prog->asts)
+    for (const auto& d : p->decls)
+      if (d->kind == ast::DeclKind::Fn && d->name != "main" && p->file == b->mainFile) fns.push_back(d->name);
+  if (!fns.empty()) {
+    os << "; fns";
+    for (const auto& f : fns) os << " " << f;
+  }
+  out_ << os.str() << "\n";
+  if (hadMain) out_ << "(its fn main is not run: type statements at the prompt)\n";
+  current_ = std::move(b);
+  refreshNames();
+  return true;
+}
+
+void Session::reload() {
+  if (file_.empty()) {
+    error("no file is loaded (:load FILE)");
+    return;
+  }
+  std::ifstream in(file_, std::ios::binary);
+  if (!in) {
+    error(file_ + ": cannot be read");
+    return;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  bool hadMain = false;
+  std::string oldText = fileText_;
+  fileText_ = blankMain(ss.str(), hadMain);
+  auto b = compile(assemble(nullptr, Extra::None));
+  std::string shown;
+  if (!b->ok() || !run(*b, shown)) {
+    if (!b->ok()) b->printDiagnostics(out_);
+    fileText_ = oldText;
+    out_ << "(not reloaded; the session is unchanged)\n";
+    return;
+  }
+  fileHadMain_ = hadMain;
+  out_ << "reloaded " << file_ << "\n";
+  commit(std::move(b));
+}
+
+void Session::reset() {
+  file_.clear();
+  fileText_.clear();
+  decls_.clear();
+  host_.clear();
+  commit(nullptr);
+  out_ << "the session is empty (np = " << np_ << ")\n";
+}
+
+void Session::setNp(const std::string& arg) {
+  char* end = nullptr;
+  long long n = std::strtoll(arg.c_str(), &end, 10);
+  if (*end != '\0' || n < 1 || n > (1 << 20)) {
+    error(":np needs a number of ranks from 1 to 1048576, got '" + arg + "'");
+    return;
+  }
+  int64_t old = np_;
+  np_ = n;
+  auto b = compile(assemble(nullptr, Extra::None));
+  std::string shown;
+  if (!b->ok() || !run(*b, shown)) {
+    if (!b->ok()) b->printDiagnostics(out_);
+    np_ = old;
+    out_ << "(np stays " << old << ")\n";
+    return;
+  }
+  out_ << "np = " << np_;
+  for (const auto& m : b->prog->module->meshes) out_ << "; " << meshText(m);
+  out_ << "\n";
+  commit(std::move(b));
+}
+
+void Session::typeOf(const std::string& expr) {
+  Entry e{++counter_, expr};
+  auto b = compile(assemble(&e, Extra::ExprNoRun));
+  if (!b->ok()) {
+    b->printDiagnostics(out_);
+    return;
+  }
+  auto vars = simulateHost(*b);
+  out_ << typeLine(vars[kValueName].type, vars[kValueName].sharding) << "\n";
+}
+
+ir::Function* Session::userFunction(Build& b, const std::string& name, bool report) {
+  ir::Function* f = b.prog->module->findFunction(name);
+  if (f) return f;
+  if (!report) return nullptr;
+  for (const auto& p : b.prog->asts)
+    for (const auto& d : p->decls)
+      if (d->kind == ast::DeclKind::Fn && d->name == name) {
+        if (name == "main") error("fn main is the host script; it has no IR of its own (its tensor math is in thunks main.0, main.1, ...)");
+        else error("fn " + name + " is generic (shape variables): it has IR only inlined into its callers");
+        return nullptr;
+      }
+  std::string known;
+  for (const auto& n : b.prog->userFunctions) known += (known.empty() ? "" : ", ") + n;
+  error("no function '" + name + "'" + (known.empty() ? " (the session has none)" : " (functions: " + known + ")"));
+  return nullptr;
+}
+
+void Session::sharding(const std::string& name) {
+  Build* b = current();
+  if (!b) return;
+  const ir::Module& mod = *b->prog->module;
+  // FN.VALUE, or a let / argument name of some function.
+  auto explainIn = [&](ir::Function& f, const std::string& v, const std::string& label) {
+    auto c = propagated(mod, f);
+    auto vals = valuesNamed(*c, v);
+    ValueContext ctx{*b, mod, f.name};
+    for (size_t i = 0; i < vals.size(); ++i)
+      out_ << explainSharding(ctx, *vals[i], label + (vals.size() > 1 ? "#" + std::to_string(i) : ""));
+    return !vals.empty();
+  };
+  size_t dot = name.find('.');
+  if (dot != std::string::npos) {
+    ir::Function* f = userFunction(*b, name.substr(0, dot), true);
+    if (!f) return;
+    if (!explainIn(*f, name.substr(dot + 1), name))
+      error("fn " + f->name + " has no argument or let named '" + name.substr(dot + 1) + "'");
+    return;
+  }
+  if (const ir::Param* p = mod.findParam(name)) {
+    ValueContext ctx{*b, mod, ""};
+    std::string origin;
+    for (const auto& a : b->prog->asts)
+      for (const auto& d : a->decls)
+        if (d->kind == ast::DeclKind::Param && d->name == name && d->annot)
+          origin = " annotated at " + b->where(d->annot->loc);
+    out_ << name << ": " << shardingText(p->sharding) << origin << "\n";
+    out_ << (p->sharding && !p->sharding->isReplicated()
+                 ? "  (a param lies as declared: each device stores its block; :show " + name + " draws them)\n"
+                 : "  (a param without @shard is stored whole on every device)\n");
+    // Where a function uses it otherwise, the partitioner reshards it there.
+    for (const auto& fname : b->prog->userFunctions) {
+      ir::Function* f = mod.findFunction(fname);
+      if (!f) continue;
+      auto c = propagated(mod, *f);
+      for (auto& op : c->ops)
+        if (op->kind == ir::OpKind::Param && op->attrs.getString("name") == name && op->result->shardingVia &&
+            shardingText(op->result->sharding) != shardingText(p->sharding)) {
+          ValueContext fc{*b, mod, fname};
+          out_ << "  in fn " << fname << " it is used as:\n";
+          std::istringstream lines(explainSharding(fc, *op->result, name));
+          for (std::string l; std::getline(lines, l);) out_ << "    " << l << "\n";
+        }
+    }
+    return;
+  }
+  auto vars = simulateHost(*b);
+  if (auto it = vars.find(name); it != vars.end()) {
+    const HostVar& v = it->second;
+    if (!v.thunk) {
+      out_ << name << ": replicated (a loop variable)\n";
+      return;
+    }
+    auto f = v.thunk->fn->clone();
+    copyNames(*v.thunk->fn, *f);
+    for (size_t i = 0; i < v.inputs.size(); ++i)
+      f->args[i]->sharding = v.inputs[i] ? v.inputs[i] : Sharding::replicated("", f->args[i]->type.rank());
+    passes::propagateShardings(mod, *f);
+    f->renumber();
+    ValueContext ctx{*b, mod, "", &v.thunk->leaves};
+    out_ << explainSharding(ctx, *f->results[v.result], name);
+    return;
+  }
+  bool any = false;
+  for (const auto& fname : b->prog->userFunctions)
+    if (ir::Function* f = mod.findFunction(fname)) any |= explainIn(*f, name, fname + "." + name);
+  if (any) return;
+  if (mod.findFunction(name)) {
+    ir::Function* f = mod.findFunction(name);
+    auto c = propagated(mod, *f);
+    ValueContext ctx{*b, mod, f->name};
+    for (auto* a : c->args) out_ << explainSharding(ctx, *a, name + "." + valueName(ctx, *a));
+    for (size_t i = 0; i < c->results.size(); ++i)
+      out_ << explainSharding(ctx, *c->results[i], name + ".return" + (c->results.size() > 1 ? "#" + std::to_string(i) : ""));
+    return;
+  }
+  error("unknown name '" + name + "' (:sharding takes a param, a host variable, or FN.VALUE: a let or argument of fn FN)");
+}
+
+void Session::show(const std::string& name) {
+  Build* b = current();
+  if (!b) return;
+  const ir::Module& mod = *b->prog->module;
+  if (const ir::Param* p = mod.findParam(name)) {
+    out_ << showBlocks(name, p->type, p->sharding, mod, color_);
+    return;
+  }
+  auto vars = simulateHost(*b);
+  if (auto it = vars.find(name); it != vars.end()) {
+    out_ << showBlocks(name, it->second.type, it->second.sharding, mod, color_);
+    return;
+  }
+  std::vector<std::pair<std::string, std::pair<ir::Function*, std::string>>> found;
+  size_t dot = name.find('.');
+  if (dot != std::string::npos) {
+    ir::Function* f = userFunction(*b, name.substr(0, dot), true);
+    if (!f) return;
+    found.push_back({name, {f, name.substr(dot + 1)}});
+  } else {
+    for (const auto& fname : b->prog->userFunctions)
+      if (ir::Function* f = mod.findFunction(fname))
+        if (!valuesNamed(*f, name).empty()) found.push_back({fname + "." + name, {f, name}});
+  }
+  bool any = false;
+  for (auto& [label, fv] : found) {
+    auto c = propagated(mod, *fv.first);
+    for (auto* v : valuesNamed(*c, fv.second)) {
+      out_ << showBlocks(label, v->type, v->sharding, mod, color_);
+      any = true;
+    }
+  }
+  if (!any) error("unknown name '" + name + "' (:show takes a param, a host variable, or FN.VALUE)");
+}
+
+void Session::spmd(const std::string& fn) {
+  Build* b = current();
+  if (!b) return;
+  ir::Function* f = userFunction(*b, fn, true);
+  if (!f) return;
+  const ir::Module& mod = *b->prog->module;
+  auto local = perRank(mod, *f);
+  out_ << "# per-rank program of " << fn << " for np = " << mod.np << " (one program, run by every rank)\n";
+  for (const auto& m : mod.meshes) out_ << "# " << m.str() << "\n";
+  std::istringstream lines(ir::printFunction(*local));
+  static const char* kinds[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute"};
+  std::map<std::string, int> count;
+  for (std::string l; std::getline(lines, l);) {
+    bool coll = false;
+    for (const char* k : kinds)
+      if (l.find(std::string(" = ") + k + " ") != std::string::npos) {
+        coll = true;
+        ++count[k];
+      }
+    if (color_) out_ << (coll ? paint(l, "1;33") : l) << "\n";
+    else out_ << (coll ? ">> " : "   ") << l << "\n";
+  }
+  if (count.empty()) out_ << "# no collectives: every rank computes on its own blocks\n";
+  else {
+    out_ << "# collectives:";
+    for (const auto& [k, n] : count) out_ << " " << n << " " << k;
+    out_ << "\n";
+  }
+}
+
+void Session::cost(const std::string& fn) {
+  Build* b = current();
+  if (!b) return;
+  ir::Function* f = userFunction(*b, fn, true);
+  if (!f) return;
+  const ir::Module& mod = *b->prog->module;
+  auto local = perRank(mod, *f);
+  passes::Cost c = passes::estimateCost(mod, *local);
+  out_ << "fn " << fn << ", per rank (np = " << mod.np << "):\n" << costTable({&c}, {""}) << machineModelLine();
+}
+
+void Session::tryAnnotation(const std::string& args) {
+  size_t sp = args.find_first_of(" \t");
+  std::string name = args.substr(0, sp);
+  std::string annot = sp == std::string::npos ? "" : trim(args.substr(sp));
+  if (!(startsWith(annot, "@shard") || startsWith(annot, "@replicate")) || annot.find('\n') != std::string::npos) {
+    error("usage: :try NAME @shard(MESH, [...])  (NAME: a param, an argument, or FN.ARG)");
+    return;
+  }
+  Build* b = current();
+  if (!b) return;
+  // Find the declaration: a param, or a function argument.
+  std::string fnName, argName = name;
+  if (size_t dot = name.find('.'); dot != std::string::npos) {
+    fnName = name.substr(0, dot);
+    argName = name.substr(dot + 1);
+  }
+  struct Hit {
+    const ast::Decl* decl;
+    const ast::TypeExpr* type;
+    const ast::ShardAnnot* annot;
+    int file;
+    std::string what;
+  };
+  std::vector<Hit> hits;
+  for (const auto& p : b->prog->asts)
+    for (const auto& d : p->decls) {
+      if (fnName.empty() && d->kind == ast::DeclKind::Param && d->name == argName)
+        hits.push_back({d.get(), d->type.get(), d->annot.get(), p->file, "param " + argName});
+      if (d->kind == ast::DeclKind::Fn && d->name != "main" && (fnName.empty() || d->name == fnName))
+        for (const auto& a : d->args)
+          if (a.name == argName)
+            hits.push_back({d.get(), a.type.get(), a.annot.get(), p->file, "argument " + argName + " of fn " + d->name});
+    }
+  if (hits.empty()) {
+    error("no param or fn argument named '" + name + "'");
+    return;
+  }
+  if (hits.size() > 1 && hits[0].what.rfind("param", 0) != 0) {
+    std::string l;
+    for (const auto& h : hits) l += (l.empty() ? "" : ", ") + h.decl->name + "." + argName;
+    error("'" + name + "' is an argument of several functions: say which (" + l + ")");
+    return;
+  }
+  const Hit& h = hits[0];
+  if (h.file != b->mainFile) {
+    error(h.what + " is declared in " + b->sm->name(h.file) + ", an import: :try changes the session's own declarations");
+    return;
+  }
+  std::string text = b->src.text, before;
+  if (h.annot) {
+    size_t s = offsetOf(text, h.annot->loc.line, h.annot->loc.col);
+    size_t e = s == std::string::npos ? s : matchingClose(text, s, '(');
+    if (e == std::string::npos) {
+      error("cannot find the end of " + h.what + "'s annotation");
+      return;
+    }
+    before = text.substr(s, e - s);
+    text.replace(s, e - s, annot);
+  } else {
+    size_t s = offsetOf(text, h.type->loc.line, h.type->loc.col);
+    if (s == std::string::npos) return;
+    size_t e = s;
+    while (e < text.size() && (std::isalnum((unsigned char)text[e]) || text[e] == '_')) ++e;
+    size_t br = text.find_first_not_of(" \t", e);
+    if (br != std::string::npos && text[br] == '[') e = matchingClose(text, br, '[');
+    if (e == std::string::npos) return;
+    before = "replicated (no annotation)";
+    text.insert(e, " " + annot);
+  }
+  Assembled a = b->src;
+  a.text = text;
+  auto after = compile(a);
+  if (!after->ok()) {
+    after->printDiagnostics(out_);
+    return;
+  }
+  out_ << h.what << ": " << before << " -> " << annot << "   (a what-if: the session is unchanged)\n";
+  const ir::Module& m0 = *b->prog->module;
+  const ir::Module& m1 = *after->prog->module;
+  for (const auto& fname : b->prog->userFunctions) {
+    ir::Function* f0 = m0.findFunction(fname);
+    ir::Function* f1 = m1.findFunction(fname);
+    if (!f0 || !f1) continue;
+    passes::Cost c0 = passes::estimateCost(m0, *perRank(m0, *f0));
+    passes::Cost c1 = passes::estimateCost(m1, *perRank(m1, *f1));
+    out_ << "fn " << fname << ", per rank (np = " << m0.np << "):\n" << costTable({&c0, &c1}, {"before", "after"});
+  }
+  out_ << machineModelLine();
+}
+
+void Session::ir(const std::string& fn) {
+  Build* b = current();
+  if (!b) return;
+  ir::Module& m = *b->prog->module;
+  if (!fn.empty()) {
+    if (ir::Function* f = userFunction(*b, fn, true)) out_ << ir::printFunction(*f);
+    return;
+  }
+  out_ << "np = " << m.np << "\n";
+  for (const auto& mesh : m.meshes) out_ << mesh.str() << "\n";
+  for (const auto& p : m.params) {
+    out_ << "param @" << p.name << " : " << p.type.str();
+    if (p.sharding) out_ << " " << p.sharding->str();
+    out_ << " = " << p.init.str() << "\n";
+  }
+  for (const auto& name : b->prog->userFunctions)
+    if (ir::Function* f = m.findFunction(name)) out_ << "\n" << ir::printFunction(*f);
+}
+
+void Session::llvm(const std::string& fn) {
+#ifdef GSL_REPL_JIT
+  Build* b = current();
+  if (!b) return;
+  ir::Function* f = userFunction(*b, fn, true);
+  if (!f) return;
+  auto local = perRank(*b->prog->module, *f);
+  out_ << "; LLVM IR of the per-rank program of " << fn << " (np = " << b->prog->module->np << "), after O3\n"
+       << backend::jitEmitLLVM(*local, true);
+#else
+  (void)fn;
+  out_ << "the LLVM JIT is not available in this build (backend/jit is not built), so there is no LLVM IR to show\n";
+#endif
+}
+
+}  // namespace gsl::repl

@@ -1,0 +1,161 @@
+// The REPL session: a growing GSL program, re-checked as a whole after
+// every change.
+//
+// State: the loaded file (its text with `fn main` blanked out: the REPL
+// does not run the file's script), the declarations typed so far, and the
+// host statements typed so far. Every change assembles one source text
+//
+//   <the loaded file>            lines keep their file:line
+//   <typed declarations>         each shown in locations as <input N>
+//   fn main() {                  the session's host script:
+//   <typed host statements>      let, x = ..., print, for, if (in order)
+//   }
+//
+// and compiles it with the front end and the global pass pipeline. A
+// change that fails to check prints the diagnostics and is dropped: the
+// session stays as it was.
+//
+// Values: host statements are kept as text and re-run (fn main, on NP
+// thread ranks, seed 0) whenever a value is needed; only the output of the
+// newest statement is shown. Re-running is simple and always consistent
+// with the current declarations and -np; the price is time, which is small
+// at REPL sizes. Files a kept `save` writes are re-written on each run.
+//
+// Shardings of host variables are found as the runtime finds them: each
+// statement's tensor math (a thunk) is propagated and partitioned for the
+// shardings its inputs have, in statement order.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "frontend/Frontend.h"
+#include "ir/Module.h"
+#include "support/Diagnostics.h"
+
+namespace gsl::repl {
+
+// One input kept by the session.
+struct Entry {
+  int number = 0;  // shown in locations as <input N>
+  std::string text;
+};
+
+// Where a line of the assembled session text came from.
+struct LineOrigin {
+  std::string display;  // a file name, "<input N>", or "<repl>" (generated)
+  int line = 0;         // line in that origin (0: a generated line)
+  int colShift = 0;     // columns the REPL put in front of the typed text
+};
+
+struct Assembled {
+  std::string text;
+  std::vector<LineOrigin> lines;  // index: line - 1
+  // Appends `piece` and a newline; its lines are lines 1.. of `display`.
+  void add(const std::string& piece, const std::string& display, int firstColShift = 0);
+};
+
+// One compile of an assembled text (owns the sources its diagnostics quote).
+struct Build {
+  Assembled src;
+  std::string mainDisplay;
+  std::unique_ptr<SourceManager> sm;
+  std::unique_ptr<Diagnostics> diags;
+  std::unique_ptr<frontend::CheckedProgram> prog;
+  int mainFile = 0;
+
+  bool ok() const { return prog != nullptr; }
+  // "examples/mlp.gsl:11:21", "<input 3>:1:7" ("" for no location).
+  std::string where(SourceLoc l) const;
+  // A diagnostic as Diagnostics::render prints it, with REPL locations.
+  std::string render(const Diagnostic& d) const;
+  void printDiagnostics(std::ostream& os) const;
+};
+
+// How a host variable got its value and sharding (see the file comment).
+struct HostVar {
+  ir::TensorType type;
+  std::optional<ir::Sharding> sharding;               // none: replicated
+  const frontend::Thunk* thunk = nullptr;             // the statement's tensor math
+  int result = 0;                                     // which result of it
+  std::vector<std::optional<ir::Sharding>> inputs;    // how its leaves lay
+};
+
+class Session {
+ public:
+  Session(std::ostream& out, bool color, int64_t np, std::map<std::string, int64_t> defines);
+  ~Session();
+
+  // One complete input: a command (`:...`), a declaration, a host
+  // statement or an expression.
+  void handle(const std::string& input);
+  // :load FILE
+  bool load(const std::string& path);
+  bool quitRequested() const { return quit_; }
+  // Tab completion of the word that ends `before` (the line up to the
+  // cursor): sets `wordStart` and returns the candidates, sorted.
+  std::vector<std::string> complete(const std::string& before, size_t& wordStart) const;
+  static const std::vector<std::string>& commandNames();
+
+ private:
+  enum class Extra { None, Decl, Stmt, Expr, ExprNoRun };
+
+  std::ostream& out_;
+  bool color_;
+  int64_t np_;
+  std::map<std::string, int64_t> defines_;
+  std::string file_;      // "" when no file is loaded
+  std::string fileText_;  // with fn main blanked
+  bool fileHadMain_ = false;
+  std::vector<Entry> decls_, host_;
+  int counter_ = 0;
+  bool quit_ = false;
+  std::unique_ptr<Build> current_;     // the session as it is (lazily built)
+  std::vector<std::string> names_;     // completion: names of the session
+
+  // Building.
+  Assembled assemble(const Entry* extra, Extra kind, bool withMain = true) const;
+  std::unique_ptr<Build> compile(const Assembled& a) const;
+  std::unique_ptr<Build> compileWith(const Entry* extra, Extra kind) const {
+    return compile(assemble(extra, kind));
+  }
+  // Runs fn main; returns false after printing a run-time error. `shown`
+  // gets what the statements after the marker printed.
+  bool run(const Build& b, std::string& shown) const;
+  Build* current();
+  void commit(std::unique_ptr<Build> b);
+  void refreshNames();
+
+  // Inputs.
+  void declaration(const std::string& text);
+  void statement(const std::string& text, bool keep);
+  void expression(const std::string& text);
+  void command(const std::string& text);
+
+  // Commands.
+  void help();
+  void reload();
+  void reset();
+  void setNp(const std::string& arg);
+  void typeOf(const std::string& expr);
+  void sharding(const std::string& name);
+  void show(const std::string& name);
+  void spmd(const std::string& fn);
+  void cost(const std::string& fn);
+  void tryAnnotation(const std::string& args);
+  void ir(const std::string& fn);
+  void llvm(const std::string& fn);
+
+  // Helpers.
+  std::map<std::string, HostVar> simulateHost(const Build& b) const;
+  std::string typeLine(const ir::TensorType& t, const std::optional<ir::Sharding>& s) const;
+  ir::Function* userFunction(Build& b, const std::string& name, bool report);
+  std::string paint(const std::string& s, const char* code) const;
+  void error(const std::string& msg) const;
+};
+
+}  // namespace gsl::repl

@@ -1,0 +1,61 @@
+// Training data for next-token prediction: synthetic tasks and windows over
+// a token array. Every batch is a pure function of its arguments (no
+// generator state) and is generated whole, the same whatever the number of
+// ranks; ranks slice their rows afterwards.
+//
+// Tokens:
+//   0          padding (never a content token; a target of 0 means "no loss here")
+//   1          separator (synthetic tasks)
+//   2..vocab-1 content
+//
+// Synthetic tasks ("copy", "reverse"), for a row of length seq (>= 3):
+//   P = (seq - 1) / 2 content tokens p[0..P), uniform in [2, vocab), then
+//   row = p[0] .. p[P-1]  1  a[0] .. a[P-1]  (0 when seq is even)
+//   positions 0..P-1 hold the prefix, position P the separator, positions
+//   P+1..2P the answer a (copy: a[i] = p[i]; reverse: a[i] = p[P-1-i]) and,
+//   when seq is even, position 2P+1 = seq-1 holds one padding 0.
+// inputs = the row; targets[t] = row[t+1] for t < seq-1, targets[seq-1] = 0.
+// The learnable positions are the answer: t in [P, 2P) (syntheticAnswerStart
+// .. syntheticAnswerStart + P), where the input is the separator or an
+// answer token and the target is the next answer token (always >= 2). Before
+// them the targets are random prefix tokens (t < P-1, not predictable) and
+// the separator (t = P-1); after them they are padding 0.
+//
+// Row r's tokens come from backend::uniformAt(seed, stream(task, step),
+// r * seq + i) with stream = hashName("data/" + task) ^ (step * golden
+// ratio constant), so a row depends on (task, seed, step, r, seq, vocab)
+// only: the same (seed, step) gives the same batch, and row r is the same
+// in a batch of 8 as in a batch of 16.
+//
+// Errors (unknown task, non-positive batch, seq < 3, vocab < 3 or too
+// large for i32, negative step, bad token array) throw std::runtime_error
+// with a clear message.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "backend/Tensor.h"
+
+namespace gsl::runtime {
+
+struct Batch {
+  backend::Tensor inputs;   // i32 [batch, seq]
+  backend::Tensor targets;  // i32 [batch, seq]: inputs shifted left by one
+};
+
+// A batch of the synthetic task `task` ("copy" or "reverse"), see above.
+Batch syntheticBatch(const std::string& task, uint64_t seed, int64_t step, int64_t batch,
+                     int64_t seq, int64_t vocab);
+
+// First learnable target position of a synthetic row: P = (seq - 1) / 2;
+// positions [P, 2P) are learnable.
+int64_t syntheticAnswerStart(int64_t seq);
+
+// Contiguous windows over `tokens` (i32 [N], N >= seq + 2): row r of step
+// s starts at o = ((s * batch + r) * seq) mod (N - seq - 1) (computed
+// without overflow); inputs[r] = tokens[o .. o+seq), targets[r] =
+// tokens[o+1 .. o+seq+1). Consecutive rows and steps read consecutive
+// windows until they wrap around to the start.
+Batch npyTokenBatch(const backend::Tensor& tokens, int64_t step, int64_t batch, int64_t seq);
+
+}  // namespace gsl::runtime

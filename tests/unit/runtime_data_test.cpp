@@ -1,0 +1,210 @@
+// runtime/Data: synthetic copy/reverse batches and token-array windows.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "runtime/Data.h"
+
+using namespace gsl::runtime;
+using gsl::backend::DType;
+using gsl::backend::Tensor;
+using gsl::backend::TensorType;
+
+namespace {
+
+bool sameI32(const Tensor& a, const Tensor& b) {
+  return a.type() == b.type() && std::memcmp(a.raw(), b.raw(), (size_t)a.size() * 4) == 0;
+}
+
+std::string errorOf(auto&& f) {
+  try {
+    f();
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Checks every row of a synthetic batch against the documented layout.
+void checkSynthetic(const Batch& b, bool reverse, int64_t batch, int64_t seq, int64_t vocab) {
+  REQUIRE(b.inputs.type() == TensorType{DType::I32, {batch, seq}});
+  REQUIRE(b.targets.type() == TensorType{DType::I32, {batch, seq}});
+  const int64_t P = (seq - 1) / 2;
+  CHECK(syntheticAnswerStart(seq) == P);
+  const int32_t* in = b.inputs.i32();
+  const int32_t* tg = b.targets.i32();
+  for (int64_t r = 0; r < batch; ++r) {
+    CAPTURE(r);
+    const int32_t* row = in + r * seq;
+    const int32_t* trow = tg + r * seq;
+    for (int64_t i = 0; i < P; ++i) {
+      CHECK(row[i] >= 2);
+      CHECK(row[i] < vocab);
+      CHECK(row[P + 1 + i] == (reverse ? row[P - 1 - i] : row[i]));
+    }
+    CHECK(row[P] == 1);
+    if (seq % 2 == 0) CHECK(row[seq - 1] == 0);
+    CHECK(2 * P + 1 + (seq % 2 == 0 ? 1 : 0) == seq);
+    for (int64_t t = 0; t + 1 < seq; ++t) CHECK(trow[t] == row[t + 1]);
+    CHECK(trow[seq - 1] == 0);
+    // The learnable targets [P, 2P) are the answer, all content tokens.
+    for (int64_t t = P; t < 2 * P; ++t) {
+      CHECK(trow[t] >= 2);
+      CHECK(trow[t] == (reverse ? row[2 * P - 1 - t] : row[t - P]));
+    }
+    for (int64_t t = 2 * P; t < seq; ++t) CHECK(trow[t] == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("synthetic copy and reverse: the documented structure holds for every row") {
+  for (const char* task : {"copy", "reverse"}) {
+    for (int64_t seq : {3, 4, 9, 16, 33}) {
+      for (int64_t vocab : {3, 5, 100}) {
+        CAPTURE(task);
+        CAPTURE(seq);
+        CAPTURE(vocab);
+        Batch b = syntheticBatch(task, 7, 3, 6, seq, vocab);
+        checkSynthetic(b, std::string(task) == "reverse", 6, seq, vocab);
+      }
+    }
+  }
+  // A tiny example spelled out: seq 8, P = 3, one padding at the end.
+  Batch b = syntheticBatch("reverse", 1, 0, 1, 8, 50);
+  const int32_t* x = b.inputs.i32();
+  std::vector<int32_t> row(x, x + 8);
+  CHECK(row == std::vector<int32_t>{row[0], row[1], row[2], 1, row[2], row[1], row[0], 0});
+  const int32_t* y = b.targets.i32();
+  CHECK(std::vector<int32_t>(y, y + 8) == std::vector<int32_t>{row[1], row[2], 1, row[2], row[1], row[0], 0, 0});
+}
+
+TEST_CASE("synthetic batches are deterministic and depend on seed, step and task") {
+  Batch a = syntheticBatch("copy", 42, 5, 8, 17, 1000);
+  Batch b = syntheticBatch("copy", 42, 5, 8, 17, 1000);
+  CHECK(sameI32(a.inputs, b.inputs));
+  CHECK(sameI32(a.targets, b.targets));
+  CHECK_FALSE(sameI32(a.inputs, syntheticBatch("copy", 42, 6, 8, 17, 1000).inputs));
+  CHECK_FALSE(sameI32(a.inputs, syntheticBatch("copy", 43, 5, 8, 17, 1000).inputs));
+  // A different task draws different prefixes, not just a different order.
+  Batch r = syntheticBatch("reverse", 42, 5, 8, 17, 1000);
+  CHECK(std::memcmp(a.inputs.i32(), r.inputs.i32(), 8 * 4) != 0);
+  // Rows within a batch differ.
+  CHECK(std::memcmp(a.inputs.i32(), a.inputs.i32() + 17, 8 * 4) != 0);
+
+  // Steps 0..49 are pairwise different.
+  std::set<std::vector<int32_t>> seen;
+  for (int64_t step = 0; step < 50; ++step) {
+    Batch s = syntheticBatch("copy", 1, step, 4, 9, 64);
+    seen.insert(std::vector<int32_t>(s.inputs.i32(), s.inputs.i32() + s.inputs.size()));
+  }
+  CHECK(seen.size() == 50);
+
+  // Row r is the same whatever the batch size (rank-independent generation).
+  Batch small = syntheticBatch("reverse", 9, 11, 3, 12, 77);
+  Batch large = syntheticBatch("reverse", 9, 11, 10, 12, 77);
+  CHECK(std::memcmp(small.inputs.i32(), large.inputs.i32(), 3 * 12 * 4) == 0);
+  CHECK(std::memcmp(small.targets.i32(), large.targets.i32(), 3 * 12 * 4) == 0);
+}
+
+TEST_CASE("synthetic tokens cover the whole content range [2, vocab)") {
+  const int64_t vocab = 12;
+  Batch b = syntheticBatch("copy", 3, 0, 64, 21, vocab);
+  std::set<int32_t> content;
+  for (int64_t r = 0; r < 64; ++r)
+    for (int64_t i = 0; i < 10; ++i) content.insert(b.inputs.i32()[r * 21 + i]);
+  CHECK(content.size() == (size_t)(vocab - 2));
+  CHECK(*content.begin() == 2);
+  CHECK(*content.rbegin() == vocab - 1);
+  // vocab 3: the only content token is 2.
+  Batch one = syntheticBatch("copy", 3, 0, 2, 5, 3);
+  for (int64_t i = 0; i < 2; ++i) {
+    const int32_t* row = one.inputs.i32() + i * 5;
+    CHECK(std::vector<int32_t>(row, row + 5) == std::vector<int32_t>{2, 2, 1, 2, 2});
+  }
+}
+
+TEST_CASE("synthetic batch errors") {
+  CHECK(errorOf([] { syntheticBatch("sort", 0, 0, 1, 8, 10); }) ==
+        "unknown synthetic data task 'sort' (expected 'copy' or 'reverse')");
+  CHECK(errorOf([] { syntheticBatch("copy", 0, 0, 0, 8, 10); }) ==
+        "synthetic task 'copy': batch must be >= 1, got 0");
+  CHECK(errorOf([] { syntheticBatch("copy", 0, 0, 1, 2, 10); }) == "synthetic task 'copy': seq must be >= 3, got 2");
+  CHECK(errorOf([] { syntheticBatch("copy", 0, -1, 1, 8, 10); }) == "synthetic task 'copy': step must be >= 0, got -1");
+  CHECK(errorOf([] { syntheticBatch("reverse", 0, 0, 1, 8, 2); }) ==
+        "synthetic task 'reverse': vocab must be in [3, 2^31), got 2 (tokens 0 and 1 are padding and separator)");
+  CHECK(errorOf([] { syntheticBatch("copy", 0, 0, 1, 8, (int64_t)1 << 31); }).find("vocab must be") !=
+        std::string::npos);
+}
+
+TEST_CASE("token windows: contiguous rows, next-token targets, wrap-around") {
+  const int64_t N = 20;
+  std::vector<int32_t> v(N);
+  for (int64_t i = 0; i < N; ++i) v[(size_t)i] = (int32_t)(100 + i);
+  Tensor tokens = Tensor::fromI32({N}, v);
+  const int64_t batch = 2, seq = 4, mod = N - seq - 1;  // 15
+  for (int64_t step = 0; step < 8; ++step) {
+    Batch b = npyTokenBatch(tokens, step, batch, seq);
+    REQUIRE(b.inputs.type() == TensorType{DType::I32, {batch, seq}});
+    REQUIRE(b.targets.type() == TensorType{DType::I32, {batch, seq}});
+    for (int64_t r = 0; r < batch; ++r) {
+      int64_t o = ((step * batch + r) * seq) % mod;
+      CAPTURE(step);
+      CAPTURE(r);
+      for (int64_t t = 0; t < seq; ++t) {
+        CHECK(b.inputs.i32()[r * seq + t] == 100 + o + t);
+        CHECK(b.targets.i32()[r * seq + t] == 100 + o + t + 1);
+      }
+    }
+  }
+  // Spelled out: step 0 reads windows at 0 and 4, step 1 at 8 and 12, step
+  // 2 wraps to 16 % 15 = 1 and 20 % 15 = 5.
+  Batch s2 = npyTokenBatch(tokens, 2, batch, seq);
+  CHECK(std::vector<int32_t>(s2.inputs.i32(), s2.inputs.i32() + 8) ==
+        std::vector<int32_t>{101, 102, 103, 104, 105, 106, 107, 108});
+  CHECK(std::vector<int32_t>(s2.targets.i32(), s2.targets.i32() + 8) ==
+        std::vector<int32_t>{102, 103, 104, 105, 106, 107, 108, 109});
+  // The last token a target can reach is tokens[N - 2].
+  Batch s1 = npyTokenBatch(tokens, 1, batch, seq);
+  CHECK(s1.targets.i32()[7] == 100 + 12 + 4);
+  // Deterministic; targets equal the inputs shifted within the row.
+  CHECK(sameI32(npyTokenBatch(tokens, 5, 3, 6).inputs, npyTokenBatch(tokens, 5, 3, 6).inputs));
+  Batch b = npyTokenBatch(tokens, 3, 3, 6);
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t t = 0; t + 1 < 6; ++t) CHECK(b.targets.i32()[r * 6 + t] == b.inputs.i32()[r * 6 + t + 1]);
+
+  // Minimal array (N = seq + 2): every window starts at 0.
+  Tensor tiny = Tensor::fromI32({5}, {1, 2, 3, 4, 5});
+  Batch m = npyTokenBatch(tiny, 7, 2, 3);
+  CHECK(std::vector<int32_t>(m.inputs.i32(), m.inputs.i32() + 6) == std::vector<int32_t>{1, 2, 3, 1, 2, 3});
+  CHECK(std::vector<int32_t>(m.targets.i32(), m.targets.i32() + 6) == std::vector<int32_t>{2, 3, 4, 2, 3, 4});
+
+  // Huge steps do not overflow: (step * batch + r) * seq is reduced exactly.
+  const int64_t big = std::numeric_limits<int64_t>::max() / 2;
+  Batch h = npyTokenBatch(tokens, big, 2, seq);
+  unsigned __int128 w = ((unsigned __int128)big * 2 + 1) * (unsigned __int128)seq;
+  int64_t o = (int64_t)(w % (unsigned __int128)mod);
+  CHECK(h.inputs.i32()[seq] == 100 + o);
+}
+
+TEST_CASE("token window errors") {
+  Tensor t = Tensor::fromI32({5}, {1, 2, 3, 4, 5});
+  CHECK(errorOf([&] { npyTokenBatch(t, 0, 1, 4); }) ==
+        "token data: 5 tokens are too few for seq 4 (need at least seq + 2 = 6)");
+  CHECK(errorOf([&] { npyTokenBatch(Tensor(TensorType{DType::I32, {0}}), 0, 1, 1); }) ==
+        "token data: 0 tokens are too few for seq 1 (need at least seq + 2 = 3)");
+  CHECK(errorOf([&] { npyTokenBatch(Tensor::fromF32({5}, {1, 2, 3, 4, 5}), 0, 1, 2); }) ==
+        "token data: expected an i32 array of rank 1, got f32[5]");
+  CHECK(errorOf([&] { npyTokenBatch(Tensor::fromI32({1, 5}, {1, 2, 3, 4, 5}), 0, 1, 2); }) ==
+        "token data: expected an i32 array of rank 1, got i32[1, 5]");
+  CHECK(errorOf([&] { npyTokenBatch(Tensor(), 0, 1, 2); }) == "token data: expected an i32 array of rank 1, got no tensor");
+  CHECK(errorOf([&] { npyTokenBatch(t, -1, 1, 2); }) == "token data: step must be >= 0, got -1");
+  CHECK(errorOf([&] { npyTokenBatch(t, 0, 0, 2); }) == "token data: batch must be >= 1, got 0");
+  CHECK(errorOf([&] { npyTokenBatch(t, 0, 1, 0); }) == "token data: seq must be >= 1, got 0");
+}
