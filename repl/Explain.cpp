@@ -1,6 +1,7 @@
 #include "repl/Explain.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -29,6 +30,64 @@ std::string opText(const ValueContext& c, const Op& op) {
   std::string s = std::string(op.info().mnemonic) + "(";
   for (size_t i = 0; i < op.operands.size(); ++i) s += (i ? ", " : "") + valueName(c, *op.operands[i]);
   return s + ")";
+}
+
+bool isIdChar(char ch) { return std::isalnum((unsigned char)ch) || ch == '_'; }
+
+// A constraint the front end put at `loc`: an `@shard` written there, or
+// (calls are inlined) the annotation of a called function's argument or
+// result, applied at the call. For the latter, finds the function in the
+// source text around `loc` and points at its annotation.
+std::string callSiteOrigin(const Build& b, SourceLoc loc) {
+  std::string line = b.sm->lineText(loc.file, loc.line);
+  size_t p = (size_t)loc.col - 1;
+  if (p >= line.size() || line[p] == '@') return "annotated at " + b.where(loc);
+  auto identBefore = [&](size_t end) {
+    size_t e = end;
+    while (e > 0 && line[e - 1] == ' ') --e;
+    size_t st = e;
+    while (st > 0 && isIdChar(line[st - 1])) --st;
+    return line.substr(st, e - st);
+  };
+  // An argument: the unmatched `(` before loc, and which argument this is.
+  int depth = 0, commas = 0;
+  size_t q = p, lastSep = p;
+  bool open = false;
+  while (q > 0) {
+    char ch = line[--q];
+    if (ch == ')' || ch == ']') ++depth;
+    else if (ch == '(' || ch == '[') {
+      if (depth == 0) {
+        open = ch == '(';
+        break;
+      }
+      --depth;
+    } else if (ch == ',' && depth == 0) {
+      if (commas++ == 0) lastSep = q;
+    }
+  }
+  if (open) {
+    std::string callee = identBefore(q);
+    if (commas == 0) lastSep = q;
+    std::string between = line.substr(lastSep + 1, p - lastSep - 1);
+    std::string keyword;
+    if (size_t eq = between.find('='); eq != std::string::npos) keyword = identBefore(lastSep + 1 + eq);
+    if (const ast::Decl* d = findDecl(b, ast::DeclKind::Fn, callee))
+      for (size_t i = 0; i < d->args.size(); ++i)
+        if ((keyword.empty() ? (int)i == commas : d->args[i].name == keyword) && d->args[i].annot)
+          return "annotated at " + b.where(d->args[i].annot->loc) + " (argument " + d->args[i].name + " of fn " +
+                 callee + ", called at " + b.where(loc) + ")";
+  }
+  // A result: loc is the call `f(...)` itself.
+  size_t e = p;
+  while (e < line.size() && isIdChar(line[e])) ++e;
+  if (e < line.size() && line[e] == '(')
+    if (const ast::Decl* d = findDecl(b, ast::DeclKind::Fn, line.substr(p, e - p)))
+      for (const auto& r : d->results)
+        if (r.annot)
+          return "annotated at " + b.where(r.annot->loc) + " (the result of fn " + d->name + ", called at " +
+                 b.where(loc) + ")";
+  return "constrained at " + b.where(loc);
 }
 
 }  // namespace
@@ -74,7 +133,7 @@ std::string shardingOrigin(const ValueContext& c, const Value& v) {
   if (v.def && v.def->kind == OpKind::Param)
     if (const ast::Decl* d = findDecl(b, ast::DeclKind::Param, v.def->attrs.getString("name")))
       if (d->annot) return "annotated at " + b.where(d->annot->loc);
-  if (v.shardingLoc.valid()) return "annotated at " + b.where(v.shardingLoc);
+  if (v.shardingLoc.valid()) return callSiteOrigin(b, v.shardingLoc);
   if (!c.fn.empty())
     if (const ast::Decl* d = findDecl(b, ast::DeclKind::Fn, c.fn))
       if (ir::Function* f = c.mod.findFunction(c.fn))

@@ -106,7 +106,8 @@ unsigned char cancelFn(EditLine* el, int) {
   el_cursor(el, (int)(li->lastchar - li->cursor));
   el_insertstr(el, "^C");
   g_cancelled = true;
-  return CC_NEWLINE;
+  el_push(el, "\n");  // ends the line the usual way (cursor to a new line)
+  return CC_REFRESH;
 }
 
 // Ctrl-C while an input is being evaluated: the work cannot be interrupted

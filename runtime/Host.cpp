@@ -60,6 +60,11 @@ class SpmdProgram {
       if (i < in.size()) f->args[i]->sharding = in[i];
       if (!f->args[i]->sharding) f->args[i]->sharding = Sharding::replicated("", f->args[i]->type.rank());
     }
+    // A training step's new params and states must come back lying as they
+    // are stored (their declared sharding, else whole).
+    if (f->train && f->train->kind == ir::TrainRequest::Minimize)
+      for (size_t k = 1; k < f->results.size(); ++k)
+        if (!f->resultShardings[k]) f->resultShardings[k] = Sharding::replicated("", f->results[k]->type.rank());
     auto local = passes::buildPerRankProgram(*prog_.module, *f, gather);
     return *(cache_[key] = std::move(local));
   }

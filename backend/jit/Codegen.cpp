@@ -923,9 +923,39 @@ class Lowering {
       b_.CreateMemCpy(dst, llvm::Align(4), src, llvm::Align(4), (uint64_t)shape[0] * 4);
       return;
     }
+    tileTranspose(shape, dstSt, srcSt);
     map(shape, {dstSt, srcSt}, [&](const std::vector<llvm::Value*>&, const std::vector<llvm::Value*>& o) {
       store(loadIn(i32_, src, o[1]), dst, o[0]);
     });
+  }
+
+  // A copy whose innermost destination dim reads the source with a stride
+  // while another dim reads it contiguously (a transpose) walks one of the
+  // two with a large stride. When both sizes are multiples of 16, the
+  // iteration space is reordered into 16 x 16 tiles (one cache line each
+  // way): [other dims, a / 16, last / 16, 16 of a, 16 of last].
+  static void tileTranspose(Shape& shape, Strides& dst, Strides& src) {
+    constexpr int64_t T = 16;
+    const size_t last = shape.size() - 1;
+    if (shape.size() < 2 || src[last] == 1) return;
+    size_t a = last;
+    for (size_t d = 0; d < last; ++d)
+      if (src[d] == 1) a = d;
+    if (a == last || shape[a] % T || shape[last] % T) return;
+    Shape ns;
+    Strides nd, nsrc;
+    auto push = [&](int64_t n, int64_t sd, int64_t ss) {
+      ns.push_back(n);
+      nd.push_back(sd);
+      nsrc.push_back(ss);
+    };
+    for (size_t d = 0; d < last; ++d)
+      if (d != a) push(shape[d], dst[d], src[d]);
+    push(shape[a] / T, dst[a] * T, src[a] * T);
+    push(shape[last] / T, dst[last] * T, src[last] * T);
+    push(T, dst[a], src[a]);
+    push(T, dst[last], src[last]);
+    shape = ns, dst = nd, src = nsrc;
   }
 
   void fill(llvm::Value* dst, int64_t n, llvm::Value* v) {
@@ -1238,13 +1268,13 @@ class Lowering {
     return s;
   }
 
-  // NaN-sticky max/min of the interpreter: s = (x > s || isnan(x)) ? x : s.
+  // The interpreter's NaN-sticky max/min, s = (x > s || isnan(x)) ? x : s,
+  // is llvm.maximum/minimum (NaN if either is NaN) up to the sign of a zero
+  // result; the intrinsics vectorise as reductions.
   llvm::Value* stickyMax(bool isMax, llvm::Value* s, llvm::Value* x) {
-    if (x->getType()->isFloatingPointTy()) {
-      llvm::Value* better = isMax ? b_.CreateFCmpOGT(x, s) : b_.CreateFCmpOLT(x, s);
-      return b_.CreateSelect(b_.CreateOr(better, isNan(x)), x, s);
-    }
-    return b_.CreateSelect(isMax ? b_.CreateICmpSGT(x, s) : b_.CreateICmpSLT(x, s), x, s);
+    if (x->getType()->isFloatingPointTy())
+      return b_.CreateBinaryIntrinsic(isMax ? llvm::Intrinsic::maximum : llvm::Intrinsic::minimum, s, x);
+    return b_.CreateBinaryIntrinsic(isMax ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, s, x);
   }
 
   void emitReduce(const ir::Op& op) {
