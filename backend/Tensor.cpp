@@ -31,13 +31,13 @@ Tensor Tensor::scalarBool(bool v) {
 Tensor Tensor::fromF32(const Shape& s, std::vector<float> v) {
   Tensor t(TensorType{DType::F32, s});
   GSL_ASSERT((int64_t)v.size() == t.size(), "fromF32: size mismatch");
-  std::memcpy(t.f32(), v.data(), v.size() * 4);
+  if (!v.empty()) std::memcpy(t.f32(), v.data(), v.size() * 4);
   return t;
 }
 Tensor Tensor::fromI32(const Shape& s, std::vector<int32_t> v) {
   Tensor t(TensorType{DType::I32, s});
   GSL_ASSERT((int64_t)v.size() == t.size(), "fromI32: size mismatch");
-  std::memcpy(t.i32(), v.data(), v.size() * 4);
+  if (!v.empty()) std::memcpy(t.i32(), v.data(), v.size() * 4);
   return t;
 }
 

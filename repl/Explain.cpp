@@ -122,8 +122,16 @@ std::string shardingOrigin(const ValueContext& c, const Value& v) {
   const Build& b = c.build;
   if (c.leaves && v.argIndex >= 0 && v.argIndex < (int)c.leaves->size()) {
     const auto& l = (*c.leaves)[v.argIndex];
-    if (l.kind == frontend::HostLeaf::Var) return "(host variable " + l.name + "; :sharding " + l.name + " tells why)";
-    if (l.kind == frontend::HostLeaf::Load) return "annotated at " + b.where(l.loc);
+    if (l.kind == frontend::HostLeaf::Var)
+      return l.name == c.hostVar ? "(host variable " + l.name + ": its value before this assignment)"
+                                 : "(host variable " + l.name + "; :sharding " + l.name + " tells why)";
+    if (l.kind == frontend::HostLeaf::Load) {
+      // The leaf's location is the `load`; point at its annotation.
+      SourceLoc at = l.loc;
+      std::string line = b.sm->lineText(at.file, at.line);
+      if (size_t p = line.find('@', (size_t)std::max(0, at.col - 1)); p != std::string::npos) at.col = (int)p + 1;
+      return "annotated at " + b.where(at);
+    }
     return "(an input of the host script)";
   }
   if (v.argIndex >= 0 && !c.fn.empty())
@@ -156,6 +164,23 @@ std::string explainSharding(const ValueContext& c, const Value& v, const std::st
     return os.str();
   }
   os << "\n";
+  // Contracting (or summing) a split dim leaves partial sums: say so, as
+  // the global sharding does not show them.
+  auto partialNote = [&](const Op& op) {
+    bool sums = op.info().cls == ir::OpClass::Contraction || op.kind == OpKind::Sum || op.kind == OpKind::Mean;
+    if (!sums || !op.result->sharding) return;
+    std::set<std::string> in, out;
+    for (const Value* o : op.operands)
+      if (o->sharding && o->sharding->mesh == op.result->sharding->mesh)
+        for (const auto& d : o->sharding->dims) in.insert(d.begin(), d.end());
+    for (const auto& d : op.result->sharding->dims) out.insert(d.begin(), d.end());
+    std::string axes;
+    for (const auto& a : in)
+      if (!out.count(a)) axes += (axes.empty() ? "" : ", ") + a;
+    if (!axes.empty())
+      os << "     (" << op.info().mnemonic << " contracts a dim split over " << axes
+         << ": each device holds a partial sum, which the per-rank program reduces; :spmd shows how)\n";
+  };
   const Value* cur = &v;
   std::set<const Value*> seen;
   while (cur && cur->shardingVia && seen.insert(cur).second) {
@@ -171,11 +196,13 @@ std::string explainSharding(const ValueContext& c, const Value& v, const std::st
           os << "       " << valueName(c, *o) << " " << shardingText(o->sharding)
              << (origin.empty() ? (o->shardingVia ? " (propagated)" : "") : " " + origin) << "\n";
         }
+        partialNote(op);
         return os.str();
       }
       os << "  <- " << opText(c, op);
       if (op.operands.size() > 1) os << ", from " << valueName(c, *src) << " " << shardingText(src->sharding);
       os << "\n";
+      partialNote(op);
       cur = src;
     } else {  // backward: from the result of a use
       const Value* r = op.result;

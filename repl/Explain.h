@@ -20,6 +20,7 @@ struct ValueContext {
   const ir::Module& mod;
   std::string fn;                                            // user fn ("" in a thunk)
   const std::vector<frontend::HostLeaf>* leaves = nullptr;   // thunk inputs
+  std::string hostVar;  // the host variable being explained (a thunk's result)
 };
 
 // The value's name: its let or argument name, a param's name, else %id.

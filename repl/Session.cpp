@@ -741,7 +741,7 @@ void Session::sharding(const std::string& name) {
       f->args[i]->sharding = v.inputs[i] ? v.inputs[i] : Sharding::replicated("", f->args[i]->type.rank());
     passes::propagateShardings(mod, *f);
     f->renumber();
-    ValueContext ctx{*b, mod, "", &v.thunk->leaves};
+    ValueContext ctx{*b, mod, "", &v.thunk->leaves, name};
     out_ << explainSharding(ctx, *f->results[v.result], name);
     return;
   }

@@ -125,7 +125,7 @@ class RankRunner {
  public:
   RankRunner(SpmdProgram& prog, const frontend::HostProgram& host, const RunOptions& o, int rank,
              backend::Communicator& comm, std::ostream& out)
-      : prog_(prog), host_(host), opts_(o), rank_(rank), out_(out) {
+      : prog_(prog), host_(host), opts_(o), rank_(rank), comm_(comm), out_(out) {
     const ir::Module& m = prog.module();
     for (const auto& p : m.params) params_[p.name] = localBlock(m, prog.globalParam(p), p.sharding, rank);
     backend::KernelContext ctx;
@@ -154,6 +154,7 @@ class RankRunner {
   const frontend::HostProgram& host_;
   const RunOptions& opts_;
   int rank_;
+  backend::Communicator& comm_;
   std::ostream& out_;
   std::map<std::string, Tensor> params_;
   std::unique_ptr<backend::Engine> engine_;
@@ -411,7 +412,7 @@ class RankRunner {
     for (size_t i = 0; i < names.size(); ++i) key += names[i] + ":" + (shardings[i] ? shardings[i]->str() : "_") + ";";
     const ir::Function& g = prog_.gatherProgram(key, types, shardings);
     std::vector<Tensor> whole = engine_->call(g, locals);
-    if (rank_ != 0) return;
+    if (rank_ != 0) return;  // the caller's barrier waits for rank 0's write
     std::vector<NamedTensor> out;
     for (size_t i = 0; i < names.size(); ++i) out.push_back({names[i], whole[i]});
     std::map<std::string, std::string> meta{{"format", "gsl"}};
@@ -505,10 +506,15 @@ class RankRunner {
             fail(s.loc, e.what());
           }
         }
+        // Nobody reads the file before it is there (a later load or exists).
+        comm_.barrier();
         break;
       }
       case HostStmt::Eval: eval(s.value, false); break;
-      case HostStmt::SaveCheckpoint: saveCheckpoint(s); break;
+      case HostStmt::SaveCheckpoint:
+        saveCheckpoint(s);
+        comm_.barrier();
+        break;
     }
   }
 };

@@ -338,7 +338,7 @@ void chooseGemmCode(Gemm& g, const CodegenOptions& o) {
     g.M = t.N, g.N = t.M;
     g.rsA = t.csB, g.csA = t.rsB, g.rsB = t.csA, g.csB = t.rsA, g.rsC = t.csC, g.csC = t.rsC;
   }
-  g.kc = g.K <= 384 ? g.K : 256;
+  g.kc = g.K <= 384 ? std::max<int64_t>(g.K, 1) : 256;
   // Packing pays when many row blocks reuse a panel (and removes the cache
   // conflicts of power-of-two row strides).
   g.pack = g.M >= 4 * kernelRows(o.vectorWidth) && g.K >= 16;
@@ -837,8 +837,8 @@ class Lowering {
 
   // -------------------------------------------------------------- loops
 
-  // for (iv = 0; iv < n; ++iv) body(iv), n >= 1 (a constant). The builder
-  // is left after the loop.
+  // for (iv = 0; iv < n; ++iv) body(iv), n a constant. The builder is left
+  // after the loop.
   void loop(int64_t n, const std::function<void(llvm::Value*)>& body) {
     loopAcc(n, {}, [&](llvm::Value* iv, const std::vector<llvm::Value*>&) {
       body(iv);
@@ -847,10 +847,10 @@ class Lowering {
   }
 
   // A loop carrying values: accs = body(iv, accs) from `init`; returns the
-  // final values.
+  // final values (`init` when n is 0).
   using AccBody = std::function<std::vector<llvm::Value*>(llvm::Value*, const std::vector<llvm::Value*>&)>;
   std::vector<llvm::Value*> loopAcc(int64_t n, std::vector<llvm::Value*> init, const AccBody& body) {
-    GSL_ASSERT(n >= 1, "jit: empty loop");
+    if (n <= 0) return init;
     if (n == 1) return body(i64c(0), init);
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* head = llvm::BasicBlock::Create(c_, "loop", fn_);
@@ -1547,6 +1547,7 @@ class Lowering {
 
   void emitGemm(const ir::Op& op, const Gemm& g) {
     llvm::Value *a = ptr(op.operands[0]), *b = ptr(op.operands[1]), *c = ptr(op.result);
+    if (g.K == 0) return fill(c, op.result->type.numElements(), f32c(0.0f));  // an empty sum
     if (g.copyA.on) {
       llvm::Value* t = tempPtr(g.copyA.temp);
       copyWords(t, a, g.copyA.shape, g.copyA.dst, g.copyA.src);
@@ -1600,8 +1601,6 @@ class Lowering {
     const int64_t nr = kernelCols(vw);
     auto* vt = llvm::FixedVectorType::get(f32_, vw);
     llvm::Value* zero = llvm::Constant::getNullValue(vt);
-    // C[i0 : i0 + rows, j0 : j0 + cols] (rows <= mr, cols <= nr) += the
-    // product over k in [k0, k0 + kn); the first K block starts from 0.
     const int64_t kc = g.kc;
     llvm::Value* packA = g.packA ? tempPtr(g.packATemp) : nullptr;
     // B is read from `bp` (row stride bRs, first column bj0): B itself or
@@ -1609,6 +1608,8 @@ class Lowering {
     llvm::Value* bp = b;
     int64_t bRs = g.rsB;
     llvm::Value* bj0 = nullptr;
+    // C[i0 : i0 + rows, j0 : j0 + cols] (rows <= mr, cols <= nr) += the
+    // product over k in [k0, k0 + kn); the first K block starts from 0.
     auto block = [&](llvm::Value* i0, int64_t rows, llvm::Value* j0, int64_t cols, llvm::Value* k0, int64_t kn) {
       const int vecs = (int)((cols + vw - 1) / vw);
       const int64_t lastLanes = cols - (int64_t)(vecs - 1) * vw;

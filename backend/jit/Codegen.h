@@ -34,7 +34,8 @@ struct CodegenOptions {
   // Eigen above. Eigen: every GEMM calls gsl_rt_sgemm. Loops: never Eigen.
   enum class GemmCode { Auto, Eigen, Loops } gemm = GemmCode::Auto;
   int64_t dotLoopMacs = 32 * 32 * 32;
-  // f32 lanes of the host's vector registers (16 with AVX-512, 8 with AVX).
+  // f32 lanes of the host's vector registers (16 with AVX-512, 8 with AVX;
+  // GSL_JIT_VECTOR_WIDTH=8 or 4 narrows it, for tests).
   int vectorWidth = 8;
   // Ops run by the reference kernel (gsl_rt_eval_op) although code could be
   // generated: tests the fallback that ops unknown to the generator take.

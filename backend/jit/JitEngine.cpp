@@ -14,6 +14,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <future>
@@ -120,6 +121,11 @@ class Compiler {
     opts_.vectorWidth = features.find("+avx512f") != std::string::npos ? 16
                         : features.find("+avx") != std::string::npos   ? 8
                                                                          : 4;
+    // Narrower kernels for testing (what an AVX2 or SSE host would run).
+    if (const char* e = std::getenv("GSL_JIT_VECTOR_WIDTH")) {
+      int w = std::atoi(e);
+      if (w == 4 || w == 8 || w == 16) opts_.vectorWidth = std::min(w, opts_.vectorWidth);
+    }
     jit_ = expect(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(), "creating the LLJIT");
     // Every runtime helper is an absolute symbol of the main JITDylib.
     llvm::orc::SymbolMap syms;

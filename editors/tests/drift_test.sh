@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Drift test: the editors must colour every keyword of grammar/GSL.g4 and every
-# builtin of ir/OpTable.cpp, so that adding one to the language without adding
-# it to the editors fails here.
+# Drift test: the editors must colour every keyword of grammar/GSL.g4, every
+# builtin of ir/OpTable.cpp and every host builtin, initialiser and
+# optimizer/dataset constructor of frontend/Sema.cpp, so that adding one to the
+# language without adding it to the editors fails here.
 #   words = the quoted literals of GSL.g4 made of letters/underscores (import,
-#           fn, load, _, ...), its '@...' annotation literals, the DTYPE
-#           alternatives (f32 i32 bool), the builtin names (third column) of the
-#           rows of makeTable() in ir/OpTable.cpp, the host builtins (print save
-#           load exists), the param initialisers (zeros ones normal uniform
-#           glorot) and the predefined NP.
+#           fn, load, optimizer, dataset, _, ...), its '@...' annotation
+#           literals, the DTYPE alternatives (f32 i32 bool), the builtin names
+#           (third column) of the rows of makeTable() in ir/OpTable.cpp (rows
+#           whose builtin is nullptr, e.g. the collectives, are not surface
+#           builtins and are skipped), from frontend/Sema.cpp the host builtins
+#           (kHostBuiltins: print save load exists grad batch start_step
+#           save_checkpoint), the param initialisers (kInitializers: zeros ones
+#           normal uniform glorot), the optimizer constructors (the names of
+#           declOptimizer's table: sgd adam adafactor) and the dataset
+#           constructors (the names declDataset compares with: copy_task
+#           reverse_task npy_tokens), and the predefined NP.
 # Each word is written into a generated .gsl file, alone (builtins also as a
 # call WORD(x); `_` inside @shard dims), and checked with
 #   - Vim (editors/vim, headless): the word has a syntax group (a call of a
@@ -22,10 +29,12 @@ work=${1:-$(mktemp -d)}
 mkdir -p "$work"
 g4=${GSL_G4:-$root/grammar/GSL.g4}          # overridable to test this script
 optable=${GSL_OPTABLE:-$root/ir/OpTable.cpp}
+sema=${GSL_SEMA:-$root/frontend/Sema.cpp}
 
 fail() { echo "FAIL: $*"; exit 1; }
 [ -f "$g4" ] || fail "missing $g4"
 [ -f "$optable" ] || fail "missing $optable"
+[ -f "$sema" ] || fail "missing $sema"
 
 # ---------------------------------------------------------------- extraction
 g4text=$(sed 's://.*$::' "$g4")                          # drop // comments
@@ -41,15 +50,26 @@ nparsed=$(grep -c . <<<"$rows")
 [ "$nrows" -eq "$nparsed" ] || fail "parsed $nparsed of the $nrows makeTable() rows of $optable; update this script"
 builtins=$(grep -o '"[^"]*"$' <<<"$rows" | tr -d '"' | sort -u)
 
-host="print save load exists"
-inits="zeros ones normal uniform glorot"
+# frontend/Sema.cpp: the word sets, and the constructor names of the optimizer
+# and dataset declarations.
+sematext=$(sed 's://.*$::' "$sema" | tr '\n' ' ')
+wordset() { grep -o "$1[[:space:]]*=[[:space:]]*{[^}]*}" <<<"$sematext" | grep -o '"[^"]*"' | tr -d '"' | sort -u; }
+host=$(wordset kHostBuiltins)
+inits=$(wordset kInitializers)
+optimizers=$(grep -o 'void declOptimizer(.*void declDataset(' <<<"$sematext" \
+             | grep -o '{"[A-Za-z_][A-Za-z_0-9]*",[[:space:]]*{Optimizer::' | grep -o '"[^"]*"' | tr -d '"' | sort -u)
+datasets=$(grep -o 'void declDataset(.*' <<<"$sematext" | grep -o '^.*out_\.host\.datasets\.push_back' \
+           | grep -o 'e\.text == "[A-Za-z_][A-Za-z_0-9]*"' | grep -o '"[^"]*"' | tr -d '"' | sort -u)
 
-for v in keywords dtypes builtins; do
-  [ -n "${!v}" ] || fail "extracted no $v: has the format of GSL.g4/OpTable.cpp changed?"
+for v in keywords dtypes builtins host inits optimizers datasets; do
+  [ -n "${!v}" ] || fail "extracted no $v: has the format of GSL.g4/OpTable.cpp/Sema.cpp changed?"
 done
 echo "extracted: $(wc -w <<<"$keywords") grammar keywords, $(wc -w <<<"$annots") annotations," \
-     "$(wc -w <<<"$dtypes") dtypes, $(wc -w <<<"$builtins") table builtins, 4 host builtins," \
-     "5 initialisers, NP"
+     "$(wc -w <<<"$dtypes") dtypes, $(wc -w <<<"$builtins") table builtins," \
+     "$(wc -w <<<"$host") host builtins, $(wc -w <<<"$inits") initialisers," \
+     "$(wc -w <<<"$optimizers") optimizer and $(wc -w <<<"$datasets") dataset constructors, NP"
+echo "  host builtins: $(tr '\n' ' ' <<<"$host")"
+echo "  constructors: $(tr '\n' ' ' <<<"$optimizers $datasets")"
 
 # ---------------------------------------------------------------- test file
 # Vim assertions are written into the file (format: editors/vim/tests/check_syntax.vim);
@@ -79,7 +99,7 @@ manifest="$work/drift.manifest"
     fi
   done
   for w in $annots $dtypes NP; do emit "$w" bare "$w" 0 '*'; done
-  for w in $builtins $host $inits; do
+  for w in $builtins $host $inits $optimizers $datasets; do
     emit "$w" bare "$w" 0 '*'
     emit "$w" call "y = $w(x)" 4 '!gslFuncCall'
   done

@@ -33,6 +33,8 @@ const KIND = {
   "'mesh'": C(/^storage\.type\.mesh\.gsl$/, ['gslStorage']),
   "'const'": C(/^storage\.type\.const\.gsl$/, ['gslStorage']),
   "'let'": C(/^storage\.type\.let\.gsl$/, ['gslStorage']),
+  "'optimizer'": C(/^storage\.type\.optimizer\.gsl$/, ['gslStorage']),
+  "'dataset'": C(/^storage\.type\.dataset\.gsl$/, ['gslStorage']),
   "'true'": C(/^constant\.language\.boolean\.gsl$/, ['gslBoolean']),
   "'false'": C(/^constant\.language\.boolean\.gsl$/, ['gslBoolean']),
   "'load'": C(/^support\.function\.builtin\.host\.gsl$/, ['gslHostBuiltin']),
@@ -49,6 +51,7 @@ const KIND = {
   "'@'": C(/^keyword\.operator\.matmul\.gsl$/, OP),
   "','": C(/^punctuation\.separator\.comma\.gsl$/, ['gslDelimiter']),
   "':'": C(/^punctuation\.separator\.(colon|key-value)\.gsl$/, ['gslDelimiter']),
+  "'.'": C(/^punctuation\.accessor\.gsl$/, ['gslAccessor']),
 };
 for (const op of ['==', '!=', '<', '<=', '>', '>='])
   KIND[`'${op}'`] = C(/^keyword\.operator\.comparison\.gsl$/, OP);
@@ -59,8 +62,10 @@ for (const b of ['(', ')', '[', ']', '{', '}'])
 
 const ID_CLASS = {
   fnName: C(/^entity\.name\.function\.gsl$/, ['gslFuncDef']),
-  call: C(/^(entity\.name\.function\.call|support\.function\.builtin(\.host)?|support\.constant\.initializer)\.gsl$/,
-          ['gslFuncCall', 'gslBuiltin', 'gslHostBuiltin', 'gslInitializer']),
+  call: C(/^(entity\.name\.function\.call|support\.function\.(builtin(\.host)?|constructor)|support\.constant\.initializer)\.gsl$/,
+          ['gslFuncCall', 'gslBuiltin', 'gslHostBuiltin', 'gslInitializer', 'gslConstructor']),
+  object: C(/^variable\.other\.object\.gsl$/, ['']),
+  method: C(/^entity\.name\.function\.member\.gsl$/, ['gslMethodCall']),
   np: C(/^constant\.language\.np\.gsl$/, ['gslPredefined']),
   meshName: C(/^entity\.name\.type\.mesh\.gsl$/, ['gslMeshName']),
   annotMesh: C(/^entity\.name\.type\.mesh\.gsl$/, ['gslAnnotMesh']),
@@ -68,11 +73,13 @@ const ID_CLASS = {
   annotAxis: C(/^variable\.other\.constant\.mesh-axis\.gsl$/, ['gslMeshAxis']),
   constName: C(/^variable\.other\.constant\.gsl$/, ['gslConstName']),
   paramName: C(/^variable\.other\.definition\.param\.gsl$/, ['gslParamName']),
+  optimizerName: C(/^variable\.other\.definition\.optimizer\.gsl$/, ['gslOptimizerName']),
+  datasetName: C(/^variable\.other\.definition\.dataset\.gsl$/, ['gslDatasetName']),
   letName: C(/^variable\.other\.definition\.gsl$/, ['gslLetName']),
   fnParam: C(/^variable\.parameter\.function\.gsl$/, ['']),
   kwArg: C(/^variable\.parameter\.keyword-argument\.gsl$/, ['']),
-  other: C(/^(variable\.other\.gsl|support\.function\.builtin(\.host)?\.gsl|support\.constant\.initializer\.gsl)$/,
-           ['', 'gslBuiltin', 'gslHostBuiltin', 'gslInitializer']),
+  other: C(/^(variable\.other\.gsl|support\.function\.(builtin(\.host)?|constructor)\.gsl|support\.constant\.initializer\.gsl)$/,
+           ['', 'gslBuiltin', 'gslHostBuiltin', 'gslInitializer', 'gslConstructor']),
 };
 
 // Classifies the ID tokens of one file from the token sequence.
@@ -99,12 +106,16 @@ function classifyIds(toks) {
     else if (prev.kind === "'mesh'") cls = 'meshName';
     else if (prev.kind === "'const'") cls = 'constName';
     else if (prev.kind === "'param'") cls = 'paramName';
+    else if (prev.kind === "'optimizer'") cls = 'optimizerName';
+    else if (prev.kind === "'dataset'") cls = 'datasetName';
     else if (prev.kind === "'let'") cls = 'letName';
     else if (top.role === 'annot' && prev.kind === "'('") cls = 'annotMesh';
     else if (top.role === 'dims') cls = 'annotAxis';
     else if (top.role === 'mesh' && next.kind === "':'") cls = 'meshAxisDecl';
     else if (top.role === 'params' && next.kind === "':'") cls = 'fnParam';
     else if (top.role === 'call' && next.kind === "'='") cls = 'kwArg';
+    else if (next.kind === "'.'") cls = 'object';
+    else if (prev.kind === "'.'" && next.kind === "'('") cls = 'method';
     else if (next.kind === "'('") cls = 'call';
     else if (t.text === 'NP') cls = 'np';
     t.idClass = cls;

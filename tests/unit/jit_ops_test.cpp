@@ -263,6 +263,8 @@ TEST_CASE("jit: reshape, transpose, slice, concat, broadcast") {
   checkOp(OpKind::Transpose, {randF32({3, 4, 5})}, attrs({{"perm", Ints{2, 0, 1}}}));
   checkOp(OpKind::Transpose, {randI32({70, 90})}, attrs({{"perm", Ints{1, 0}}}));
   checkOp(OpKind::Transpose, {randF32({3, 4})});  // default: reversed
+  checkOp(OpKind::Transpose, {randI32({64, 48})}, attrs({{"perm", Ints{1, 0}}}));  // 16 x 16 tiles
+  checkOp(OpKind::Transpose, {randF32({2, 32, 3, 48})}, attrs({{"perm", Ints{3, 0, 2, 1}}}));
   checkOp(OpKind::Slice, {randF32({6, 5})}, attrs({{"axis", int64_t(0)}, {"start", int64_t(1)}, {"end", int64_t(4)}}));
   checkOp(OpKind::Slice, {randF32({6, 5})}, attrs({{"axis", int64_t(1)}, {"start", int64_t(-3)}, {"end", int64_t(5)}}));
   checkOp(OpKind::Slice, {randI32({2, 6, 5})}, attrs({{"axis", int64_t(1)}, {"start", int64_t(2)}, {"end", int64_t(3)}}));

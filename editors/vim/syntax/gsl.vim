@@ -3,8 +3,9 @@
 "              carry @shard annotations
 " Filenames:   *.gsl
 " Maintainers: the GSL project (editors/vim/). Keep the word lists in sync with
-"              grammar/GSL.g4 and ir/OpTable.cpp: editors/tests/drift_test.sh
-"              checks that every keyword and builtin is highlighted here.
+"              grammar/GSL.g4, ir/OpTable.cpp and frontend/Sema.cpp:
+"              editors/tests/drift_test.sh checks that every keyword and
+"              builtin is highlighted here.
 
 if exists('b:current_syntax')
   finish
@@ -36,6 +37,8 @@ syn keyword gslStorage      mesh  nextgroup=gslMeshName  skipwhite
 syn keyword gslStorage      const nextgroup=gslConstName skipwhite
 syn keyword gslStorage      param nextgroup=gslParamName skipwhite
 syn keyword gslStorage      let   nextgroup=gslLetName,gslLetTuple skipwhite
+syn keyword gslStorage      optimizer nextgroup=gslOptimizerName skipwhite
+syn keyword gslStorage      dataset   nextgroup=gslDatasetName   skipwhite
 syn keyword gslType         f32 i32 bool
 syn keyword gslBoolean      true false
 syn keyword gslPredefined   NP
@@ -45,18 +48,29 @@ syn keyword gslBuiltin      exp log sqrt rsqrt tanh relu gelu sigmoid abs cast
 syn keyword gslBuiltin      maximum minimum where matmul einsum
 syn keyword gslBuiltin      sum mean max min argmax softmax log_softmax layer_norm cumsum
 syn keyword gslBuiltin      reshape transpose concat slice broadcast one_hot take random_uniform
-" Host-script builtins (fn main).
-syn keyword gslHostBuiltin  print save load exists
+" Host-script builtins (fn main): kHostBuiltins of frontend/Sema.cpp. `batch` is
+" a match (below), not a keyword, so that the keyword argument of
+" copy_task(batch=B, ...) stays plain.
+syn keyword gslHostBuiltin  print save load exists grad start_step save_checkpoint
 " Param initialisers.
 syn keyword gslInitializer  zeros ones normal uniform glorot
+" Constructors of optimizer and dataset declarations.
+syn keyword gslConstructor  sgd adam adafactor copy_task reverse_task npy_tokens
 
 " ---------------------------------------------------------------- names
 syn match   gslFuncDef      contained "\h\w*"
 syn match   gslConstName    contained "\h\w*"
 syn match   gslParamName    contained "\h\w*"
+syn match   gslOptimizerName contained "\h\w*"
+syn match   gslDatasetName  contained "\h\w*"
 syn match   gslLetName      contained "\h\w*"
 syn region  gslLetTuple     contained matchgroup=gslDelimiter start="(" end=")" contains=gslLetName,gslDelimiter
 syn match   gslFuncCall     "\<\h\w*\ze\s*("
+" After gslFuncCall, so that these win where both match.
+syn match   gslHostBuiltin  "\<batch\>\%(\s*=\%(=\)\@!\)\@!"
+" opt.minimize(...): the accessor dot and the method name.
+syn match   gslAccessor     "\%(\w\s*\)\@<=\.\ze\s*\h"
+syn match   gslMethodCall   "\%(\w\s*\.\s*\)\@<=\h\w*\ze\s*("
 
 " mesh NAME = [axis: SIZE, ...]
 syn match   gslMeshName     contained "\h\w*" nextgroup=gslMeshEq skipwhite
@@ -86,7 +100,7 @@ syn region  gslAnnotAxes    contained matchgroup=gslDelimiter start="(" end=")" 
 syn match   gslMeshAxis     contained "\<\h\w*\>"
 syn match   gslReplicated   contained "\<_\>"
 
-syn cluster gslExpr contains=gslComment,gslOperator,gslDelimiter,gslWordOperator,gslType,gslBoolean,gslPredefined,gslBuiltin,gslHostBuiltin,gslInitializer,gslFuncCall,gslNumber,gslFloat,gslString,gslEinsumSpec,gslAnnotation
+syn cluster gslExpr contains=gslComment,gslOperator,gslDelimiter,gslWordOperator,gslType,gslBoolean,gslPredefined,gslBuiltin,gslHostBuiltin,gslInitializer,gslConstructor,gslFuncCall,gslMethodCall,gslAccessor,gslNumber,gslFloat,gslString,gslEinsumSpec,gslAnnotation
 
 " ---------------------------------------------------------------- colours
 hi def link gslTodo          Todo
@@ -105,10 +119,15 @@ hi def link gslPredefined    Constant
 hi def link gslBuiltin       Function
 hi def link gslHostBuiltin   Function
 hi def link gslInitializer   Constant
+hi def link gslConstructor   Function
 hi def link gslFuncDef       Function
 hi def link gslFuncCall      Function
+hi def link gslMethodCall    Function
+hi def link gslAccessor      Delimiter
 hi def link gslConstName     Constant
 hi def link gslParamName     Identifier
+hi def link gslOptimizerName Identifier
+hi def link gslDatasetName   Identifier
 hi def link gslLetName       Identifier
 hi def link gslMeshName      Identifier
 hi def link gslMeshEq        Operator

@@ -1,0 +1,180 @@
+// The REPL (repl/): sessions driven through runRepl with string streams,
+// completion candidates, and the lexical helpers. The transcripts of whole
+// sessions are compared in tests/repl/*.session; the terminal (libedit,
+// history, Ctrl-C) is tested under tmux by tests/repl/terminal_test.sh.
+#include <doctest/doctest.h>
+
+#include <sstream>
+#include <string>
+
+#include "repl/Repl.h"
+#include "repl/Session.h"
+#include "repl/Text.h"
+
+namespace {
+
+std::string mlpPath() { return std::string(GSL_SOURCE_DIR) + "/examples/mlp.gsl"; }
+
+std::string session(const std::string& input, const std::string& file = "", int64_t np = 4) {
+  std::istringstream in(input);
+  std::ostringstream out;
+  gsl::repl::ReplOptions o;
+  o.in = &in;
+  o.out = &out;
+  o.np = np;
+  o.file = file;
+  CHECK(gsl::repl::runRepl(o) == 0);
+  return out.str();
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+size_t count(const std::string& s, const std::string& part) {
+  size_t n = 0;
+  for (size_t p = s.find(part); p != std::string::npos; p = s.find(part, p + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("repl: where w1 lives and why, and what another sharding would cost") {
+  std::string out = session(":sharding w1\n:show w1\n:sharding mlp.h\n:try w1 @shard(m, [model, _])\n:cost mlp\n", mlpPath());
+  INFO(out);
+  CHECK(has(out, "loaded "));
+  CHECK(has(out, "w1: @shard(m, [_, model]) annotated at " + mlpPath() + ":11:21"));
+  // The picture: two column blocks, each held by two devices.
+  CHECK(has(out, "|       0,2       |       1,3       |"));
+  CHECK(has(out, "|  [0:64, 0:128]  | [0:64, 128:256] |"));
+  // The chain of h back to the annotations of x and w1.
+  CHECK(has(out, "mlp.h: @shard(m, [data, model])\n  <- relu(%2)\n  <- matmul(x, w1) from\n"));
+  CHECK(has(out, "x @shard(m, [data, _]) annotated at " + mlpPath() + ":14:21"));
+  // :try: the all_reduce traffic grows; the session itself is unchanged.
+  CHECK(has(out, "param w1: @shard(m, [_, model]) -> @shard(m, [model, _])"));
+  CHECK(has(out, "all_reduce               1 call, 4,096 B   2 calls, 20,480 B"));
+  CHECK(has(out, "machine model: 100 GFLOP/s per rank, 10 GB/s per link, 5 us latency per collective call"));
+  CHECK(has(out, "fn mlp, per rank (np = 4):\n  flops                            526,336\n"));
+}
+
+TEST_CASE("repl: no prompts without a terminal, unless echoing") {
+  std::string out = session("1 + 2\n");
+  CHECK(out == "3\ni32 (replicated)\n");
+  std::istringstream in("let x = 2\nx * 3\n");
+  std::ostringstream os;
+  gsl::repl::ReplOptions o;
+  o.in = &in;
+  o.out = &os;
+  o.echo = true;
+  gsl::repl::runRepl(o);
+  CHECK(os.str() == "gsl> let x = 2\nx: i32 (replicated)\ngsl> x * 3\n6\ni32 (replicated)\n");
+}
+
+TEST_CASE("repl: a failing input is dropped and the session goes on") {
+  std::string out = session(
+      "const D = 8\n"
+      "param w: f32[D, Q] = zeros\n"  // error: Q
+      "mesh m = [a: NP]\n"
+      "param w: f32[D, D] @shard(m, [a, _]) = ones\n"
+      "fn f(x: f32[D, D]) -> f32[D, D] {\n"
+      "  let y = x @ w\n"
+      "  return y\n"
+      "}\n"
+      "let v = random_uniform([D, D], 1) @shard(m, [_, a])\n"
+      "v @ undefined\n"  // error
+      "sum(f(v))\n"
+      ":sharding f.y\n"
+      ":np 3\n"  // 8 is not divisible by 3: np stays 4
+      ":type v\n");
+  INFO(out);
+  CHECK(has(out, "<input 2>:1:17: error: unknown name 'Q'"));
+  CHECK(has(out, "    param w: f32[D, Q] = zeros\n                    ^\n"));
+  CHECK(has(out, "v: f32[8, 8] @shard(m, [_, a])"));
+  CHECK(has(out, "<input 7>:1:5: error: unknown name 'undefined'"));  // a multi-line fn is one input
+  CHECK(count(out, "error:") == 4);  // Q, undefined, and for :np 3 the two annotations 3 does not divide
+  CHECK(has(out, "(np stays 4)"));
+  CHECK(has(out, "f32[8, 8] @shard(m, [_, a])\n"));
+  // w's split dim is contracted: y is a partial sum, replicated once reduced.
+  CHECK(has(out, "f.y: replicated\n  <- matmul(x, w) from\n       x @shard(m, [_, a]) (propagated)\n"
+                 "       w @shard(m, [a, _]) annotated at <input 4>:1:20\n"));
+}
+
+TEST_CASE("repl: multi-line input continues while a bracket is open") {
+  std::string out = session(
+      "mesh m = [a: NP]\n"
+      "fn g(x: f32[4, 4]) -> f32[4, 4] {   # a ( in a comment does not count\n"
+      "  let z = (x * 2) @shard(m, [a, _])\n"
+      "  return z\n"
+      "}\n"
+      ":sharding g.x\n"
+      ":spmd g\n");
+  INFO(out);
+  CHECK(has(out, "g.x: @shard(m, [a, _])\n  <- used by mul(x, %1) = z @shard(m, [a, _]) annotated at <input 2>:2:19\n"));
+  CHECK(has(out, "   func @g("));
+  CHECK(has(out, "# no collectives"));
+}
+
+TEST_CASE("repl: :spmd marks collectives, :ir prints the session's IR, :llvm answers") {
+  std::string out = session(":spmd mlp\n:ir mlp\n:llvm mlp\n:cost nothere\n", mlpPath());
+  INFO(out.substr(0, 4000));
+  CHECK(has(out, ">>   %6 = all_reduce %5"));
+  CHECK(has(out, "# collectives: 1 all_reduce"));
+  CHECK(has(out, "func @mlp(%0: f32[32, 64] @shard(m, [data, _])) -> (f32[32, 64]) {"));
+  CHECK((has(out, "define ") || has(out, "the LLVM JIT is not available")));
+  CHECK(has(out, "error: no function 'nothere' (functions: mlp)"));
+}
+
+TEST_CASE("repl: host variables keep their values and shardings across inputs") {
+  std::string out = session(
+      "let x = random_uniform([32, 64], 7) * 2.0 - 1.0\n"
+      "let y = mlp(x)\n"
+      ":sharding y\n"
+      "y = y * 0\n"
+      "sum(y)\n"
+      ":sharding y\n"
+      ":show y\n",
+      mlpPath());
+  INFO(out);
+  CHECK(has(out, "y: f32[32, 64] @shard(m, [data, _])"));
+  CHECK(has(out, "0.0\nf32 (replicated)\n"));
+  CHECK(has(out, "(argument x of fn mlp, called at <input 2>:1:13)"));
+  CHECK(has(out, "y: @shard(m, [data, _])\n  <- mul(y, %1) from\n"
+                 "       y @shard(m, [data, _]) (host variable y: its value before this assignment)\n"));
+  CHECK(has(out, "|      0,1      |"));
+}
+
+TEST_CASE("repl: completion of commands, builtins and session names") {
+  std::ostringstream out;
+  gsl::repl::Session s(out, false, 4, {});
+  s.load(mlpPath());
+  size_t start = 0;
+  auto c = s.complete(":sha", start);
+  REQUIRE(c.size() == 1);
+  CHECK(c[0] == ":sharding");
+  CHECK(start == 0);
+  c = s.complete("x = soft", start);
+  REQUIRE(c.size() == 1);
+  CHECK(c[0] == "softmax");
+  CHECK(start == 4);
+  c = s.complete(":sharding ml", start);
+  CHECK(c == std::vector<std::string>{"mlp", "mlp.h", "mlp.return", "mlp.x"});
+  c = s.complete(":show w", start);
+  CHECK(c == std::vector<std::string>{"w1", "w2", "where"});
+  c = s.complete("let a = mod", start);
+  CHECK(c == std::vector<std::string>{"model"});  // a mesh axis
+  c = s.complete(":s", start);
+  CHECK(c == std::vector<std::string>{":sharding", ":show", ":spmd"});
+}
+
+TEST_CASE("repl: lexical helpers") {
+  using namespace gsl::repl;
+  CHECK(openBrackets("fn f(x: f32[4]) -> f32[4] {") == 1);
+  CHECK(openBrackets("print(\"(\")  # (") == 0);
+  CHECK(openBrackets("let x = [1, (2") == 2);
+  bool found = false;
+  std::string t = blankMain("const A = 1\nfn main() {\n  print(\"}\")\n}\nconst B = 2\n", found);
+  CHECK(found);
+  CHECK(t == "const A = 1\n           \n            \n \nconst B = 2\n");
+  CHECK(rankList({0, 2}) == "0,2");
+  CHECK(rankList({0, 1, 2, 3, 8, 9}) == "0-3,8,9");
+  CHECK(thousands(1234567) == "1,234,567");
+  CHECK(matchingClose("@shard(m, [(a, b), _]) = x", 0, '(') == 22);
+}
