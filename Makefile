@@ -53,4 +53,5 @@ clean:
 bench: build
 	$(BUILD)/bench/bench_compile_time
 	$(BUILD)/bench/bench_collectives_threads
+	$(BUILD)/bench/bench_train_step
 	bench/run_mpi_bench.sh $(BUILD)/bench/bench_collectives_mpi

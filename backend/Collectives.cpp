@@ -8,6 +8,7 @@
 // tensor of shape S split along dim d is outer = prod(S[:d]) rows of
 // S[d] * prod(S[d+1:]) words, and block j of dim d is the j-th 1/n of every
 // row.
+#include <chrono>
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -110,7 +111,18 @@ std::vector<int> collectiveGroup(const ir::Mesh& m, const std::vector<int64_t>& 
   return group;
 }
 
+static Tensor evalCollectiveImpl(const Op& op, const Tensor& in, const KernelContext& ctx);
+
+// Times every collective op into the communicator's stats (the training
+// bench reports the share of a step spent communicating).
 Tensor evalCollective(const Op& op, const Tensor& in, const KernelContext& ctx) {
+  auto t0 = std::chrono::steady_clock::now();
+  Tensor out = evalCollectiveImpl(op, in, ctx);
+  if (ctx.comm) ctx.comm->stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+static Tensor evalCollectiveImpl(const Op& op, const Tensor& in, const KernelContext& ctx) {
   const char* name = op.info().mnemonic;
   const std::string what = std::string("evalCollective: ") + name;
   GSL_ASSERT(op.info().cls == ir::OpClass::Collective, what + " is not a collective");

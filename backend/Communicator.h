@@ -27,6 +27,7 @@ enum class ReduceOp { Sum, Max, Min };
 struct CommStats {
   std::map<std::string, uint64_t> bytesSent;
   std::map<std::string, uint64_t> calls;
+  double seconds = 0;  // wall time spent in collective ops (kernels included)
   void add(const std::string& kind, uint64_t bytes) {
     bytesSent[kind] += bytes;
     calls[kind] += 1;

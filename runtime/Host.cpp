@@ -13,6 +13,7 @@
 #include "backend/Engine.h"
 #include "backend/Npy.h"
 #include "backend/Random.h"
+#include "backend/jit/JitEngine.h"
 #include "ir/Printer.h"
 #include "passes/Pipeline.h"
 #include "passes/SpmdPartitioner.h"
@@ -134,7 +135,7 @@ class RankRunner {
     ctx.comm = &comm;
     ctx.param = [this](const std::string& n) -> const Tensor& { return params_.at(n); };
     ctx.mesh = [&m](const std::string& n) -> const ir::Mesh& { return *m.findMesh(n); };
-    engine_ = backend::makeInterpreterEngine(ctx);
+    engine_ = o.engine == "jit" ? backend::makeJitEngine(ctx) : backend::makeInterpreterEngine(ctx);
     if (!o.resume.empty()) restore(o.resume);
     if (rank == 0 && !o.logPath.empty()) {
       log_.open(o.logPath, std::ios::out | std::ios::trunc);
@@ -527,6 +528,7 @@ bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagn
   auto body = [&](int rank, backend::Communicator& comm) {
     RankRunner r(spmd, prog.host, opts, rank, comm, out);
     r.run();
+    if (rank == 0 && opts.commSeconds) *opts.commSeconds = comm.stats.seconds;
   };
   auto report = [&](std::exception_ptr e) {
     try {

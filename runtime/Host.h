@@ -42,6 +42,7 @@ struct RunOptions {
   std::string resume;              // --resume: a checkpoint to start from
   std::string logPath;             // --log: one JSON object per training step
   bool progress = true;            // the training progress line (stderr, rank 0)
+  double* commSeconds = nullptr;   // if set: rank 0's time in collectives (benchmarks)
 };
 
 // Runs `fn main` of `prog` on prog.module->np ranks. Returns true on

@@ -10,6 +10,7 @@
 
 #include "frontend/Frontend.h"
 #include "ir/Printer.h"
+#include "backend/jit/JitEngine.h"
 #include "passes/CostModel.h"
 #include "passes/Pipeline.h"
 #include "passes/SpmdPartitioner.h"
@@ -116,7 +117,7 @@ int main(int argc, char** argv) {
 
   Common runC, checkC, compileC;
   uint64_t seed = 0;
-  std::string engine = "interp";
+  std::string engine = "jit";
   bool mpi = false;
   auto* run = app.add_subcommand("run", "run fn main of a program");
   addCommon(run, runC);
@@ -195,10 +196,6 @@ int main(int argc, char** argv) {
   int rc = 0;
 
   if (*run) {
-    if (engine == "jit") {
-      std::cerr << "gsl: usage error: --engine jit is not built yet; the reference interpreter (--engine interp) is the engine\n";
-      return 2;
-    }
     bool underMpirun = gsl::runtime::MpiSession::launchedByMpirun();
     if (mpi && !underMpirun) return launchMpirun(originalArgs, runC.np);
     auto prog = build(runC, sm, diags, rc);
@@ -224,10 +221,6 @@ int main(int argc, char** argv) {
     return rc;
   }
   if (*compile) {
-    if (emit == "llvm") {
-      std::cerr << "gsl: usage error: --emit llvm is not built yet (see README, Status)\n";
-      return 2;
-    }
     auto prog = build(compileC, sm, diags, rc);
     if (!prog) return rc;
     gsl::ir::Module& mod = *prog->module;
@@ -245,7 +238,7 @@ int main(int argc, char** argv) {
     auto selected = [&](const gsl::ir::Function& f) { return fn.empty() || f.name == fn; };
     // ir: the global IR; sharded: after propagation; spmd: the per-rank programs.
     std::vector<std::unique_ptr<gsl::ir::Function>> perRank;
-    if (emit == "sharded" || emit == "spmd" || stats) {
+    if (emit == "sharded" || emit == "spmd" || emit == "llvm" || stats) {
       for (auto& f : mod.functions) {
         auto copy = f->clone();
         perRank.push_back(gsl::passes::buildPerRankProgram(mod, *copy, false));
@@ -254,6 +247,12 @@ int main(int argc, char** argv) {
     }
     if (stats) {
       std::cout << statsJson(mod, perRank, prog->userFunctions, fn);
+      return 0;
+    }
+    if (emit == "llvm") {
+      // The optimised LLVM IR of each per-rank program, as the JIT compiles it.
+      for (auto& f : perRank)
+        if (selected(*f)) std::cout << gsl::backend::jitEmitLLVM(*f, true) << "\n";
       return 0;
     }
     if (emit == "spmd") {

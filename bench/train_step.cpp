@@ -1,0 +1,59 @@
+// Training step time of examples/transformer.gsl (forward + backward +
+// Adam), per token, on one rank, and at -np 4 the share of the step spent
+// in collectives. The reference is the same run's -np 1 step time.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "frontend/Frontend.h"
+#include "passes/Pipeline.h"
+#include "runtime/Host.h"
+
+struct Result {
+  double secondsPerStep, commShare;
+};
+
+static Result run(int64_t np, int64_t dp, int64_t steps) {
+  gsl::SourceManager sm;
+  gsl::Diagnostics diags(sm);
+  gsl::frontend::Options o;
+  o.np = np;
+  o.defines = {{"STEPS", steps}, {"DP", dp}};
+  o.importPath = gsl::frontend::defaultImportPath();
+  auto prog = gsl::frontend::compileFile(GSL_SOURCE_DIR "/examples/transformer.gsl", o, sm, diags);
+  if (!prog) {
+    diags.print(std::cerr);
+    std::exit(1);
+  }
+  gsl::passes::runGlobalPipeline(*prog->module);
+  gsl::runtime::RunOptions ro;
+  std::ostringstream out;
+  ro.out = &out;
+  ro.progress = false;
+  double comm = 0;
+  ro.commSeconds = &comm;
+  auto t0 = std::chrono::steady_clock::now();
+  if (!gsl::runtime::runMain(*prog, ro, diags)) {
+    diags.print(std::cerr);
+    std::exit(1);
+  }
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {s / (double)steps, comm / s};
+}
+
+int main(int argc, char** argv) {
+  bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  int64_t steps = quick ? 3 : 40;
+  const int64_t tokens = 16 * 16;  // B * S of the example
+  Result one = run(1, 1, steps);
+  Result four = run(4, 2, steps);
+  std::printf("Transformer example (B=16, S=16, D=32, 2 blocks), %lld steps, forward+backward+Adam\n",
+              (long long)steps);
+  std::printf("  -np 1 : %7.2f ms/step  %7.2f us/token\n", one.secondsPerStep * 1e3, one.secondsPerStep * 1e6 / tokens);
+  std::printf("  -np 4 : %7.2f ms/step  %7.2f us/token  (data 2 x model 2 threads; %.0f%% of the time in collectives)\n",
+              four.secondsPerStep * 1e3, four.secondsPerStep * 1e6 / tokens, four.commShare * 100);
+  std::printf("  ratio np4/np1 step time = %.2f\n", four.secondsPerStep / one.secondsPerStep);
+  return 0;
+}
