@@ -260,7 +260,7 @@ Build* Session::current() {
   return current_.get();
 }
 
-void Session::commit(std::unique_ptr<Build>) {
+void Session::commit() {
   current_.reset();
   refreshNames();
 }
@@ -370,10 +370,10 @@ void Session::handle(const std::string& raw) {
   bool ident = toks[0].kind == Token::Ident;
   auto tok = [&](size_t i) { return i < toks.size() ? toks[i].text : std::string(); };
   if (ident && kDeclKeywords.count(first)) declaration(input);
-  else if (ident && (first == "let" || first == "for" || first == "if")) statement(input, true);
-  else if (ident && (first == "print" || first == "save") && tok(1) == "(") statement(input, true);
-  else if (ident && tok(1) == "=") statement(input, true);
-  else if (ident && tok(1) == "." && toks.size() > 3 && tok(3) == "(") statement(input, true);
+  else if (ident && (first == "let" || first == "for" || first == "if")) statement(input);
+  else if (ident && (first == "print" || first == "save") && tok(1) == "(") statement(input);
+  else if (ident && tok(1) == "=") statement(input);
+  else if (ident && tok(1) == "." && toks.size() > 3 && tok(3) == "(") statement(input);
   else expression(input);
   out_.flush();
 }
@@ -391,10 +391,10 @@ void Session::declaration(const std::string& text) {
     return;
   }
   decls_.push_back(e);
-  commit(std::move(b));
+  commit();
 }
 
-void Session::statement(const std::string& text, bool keep) {
+void Session::statement(const std::string& text) {
   Entry e{++counter_, text};
   auto b = compile(assemble(&e, Extra::Stmt));
   if (!b->ok()) {
@@ -409,8 +409,8 @@ void Session::statement(const std::string& text, bool keep) {
     auto vars = simulateHost(*b);
     for (const auto& n : body.back().names) out_ << n << ": " << typeLine(vars[n].type, vars[n].sharding) << "\n";
   }
-  if (keep) host_.push_back(e);
-  commit(std::move(b));
+  host_.push_back(e);
+  commit();
 }
 
 void Session::expression(const std::string& text) {
@@ -617,7 +617,7 @@ void Session::reload() {
   }
   fileHadMain_ = hadMain;
   out_ << "reloaded " << file_ << "\n";
-  commit(std::move(b));
+  commit();
 }
 
 void Session::reset() {
@@ -625,7 +625,7 @@ void Session::reset() {
   fileText_.clear();
   decls_.clear();
   host_.clear();
-  commit(nullptr);
+  commit();
   out_ << "the session is empty (np = " << np_ << ")\n";
 }
 
@@ -649,7 +649,7 @@ void Session::setNp(const std::string& arg) {
   out_ << "np = " << np_;
   for (const auto& m : b->prog->module->meshes) out_ << "; " << meshText(m);
   out_ << "\n";
-  commit(std::move(b));
+  commit();
 }
 
 void Session::typeOf(const std::string& expr) {

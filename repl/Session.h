@@ -120,19 +120,17 @@ class Session {
   // Building.
   Assembled assemble(const Entry* extra, Extra kind, bool withMain = true) const;
   std::unique_ptr<Build> compile(const Assembled& a) const;
-  std::unique_ptr<Build> compileWith(const Entry* extra, Extra kind) const {
-    return compile(assemble(extra, kind));
-  }
   // Runs fn main; returns false after printing a run-time error. `shown`
   // gets what the statements after the marker printed.
   bool run(const Build& b, std::string& shown) const;
   Build* current();
-  void commit(std::unique_ptr<Build> b);
+  // After a change: the session's build and completion names are renewed.
+  void commit();
   void refreshNames();
 
   // Inputs.
   void declaration(const std::string& text);
-  void statement(const std::string& text, bool keep);
+  void statement(const std::string& text);
   void expression(const std::string& text);
   void command(const std::string& text);
 

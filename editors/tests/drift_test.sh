@@ -140,7 +140,7 @@ else
 fi
 
 if [ "$vim_rc" -eq 1 ] || [ "$tm_rc" -eq 1 ] || { [ "$tm_rc" -ne 0 ] && [ "$tm_rc" -ne 77 ]; }; then
-  echo "FAIL: the editors and grammar/GSL.g4 + ir/OpTable.cpp have drifted apart (see above)"
+  echo "FAIL: the editors and grammar/GSL.g4 + ir/OpTable.cpp + frontend/Sema.cpp have drifted apart (see above)"
   exit 1
 fi
 if [ "$vim_rc" -eq 77 ] || [ "$tm_rc" -eq 77 ]; then
