@@ -54,4 +54,5 @@ bench: build
 	$(BUILD)/bench/bench_compile_time
 	$(BUILD)/bench/bench_collectives_threads
 	$(BUILD)/bench/bench_train_step
+	$(BUILD)/bench/bench_jit
 	bench/run_mpi_bench.sh $(BUILD)/bench/bench_collectives_mpi
