@@ -55,6 +55,11 @@ if [ ! -s "$WORK/configs" ]; then
   echo "FAIL: $FILE has no '# run:' lines" >&2
   exit 1
 fi
+# Both engines: the runs use the default (the JIT); the first configuration
+# runs once more on the reference interpreter (not under --mpi).
+if [ -z "$MPI" ]; then
+  printf '%s --engine interp\n' "$(head -n1 "$WORK/configs")" >> "$WORK/configs"
+fi
 
 fail=0
 n=0

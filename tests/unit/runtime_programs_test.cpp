@@ -159,7 +159,7 @@ std::vector<fs::path> programs() {
   return r;
 }
 
-void runProgram(const fs::path& path) {
+void runProgram(const fs::path& path, const std::string& engine) {
   ProgramSpec spec = readSpec(path.string());
   REQUIRE_MESSAGE(spec.argError.empty(), spec.argError);
   REQUIRE_MESSAGE(!spec.expect.empty(), path.filename().string() << " has no '# expect:' lines");
@@ -182,6 +182,7 @@ void runProgram(const fs::path& path) {
     gsl::runtime::RunOptions ro;
     ro.seed = spec.seed;
     ro.out = &out;
+    ro.engine = engine;
     ok = gsl::runtime::runMain(*prog, ro, diags);
   }
   std::ostringstream d;
@@ -212,7 +213,11 @@ TEST_CASE("tests/programs: printed output matches the # expect: lines") {
     for (const auto& p : all) names.push_back(p.filename().string());
   REQUIRE(!all.empty());
   for (size_t i = 0; i < all.size(); ++i) {
-    SUBCASE(names[i].c_str()) { runProgram(all[i]); }
+    // Every program on both engines: the reference interpreter and the JIT.
+    SUBCASE(names[i].c_str()) {
+      runProgram(all[i], "interp");
+      runProgram(all[i], "jit");
+    }
   }
 }
 
