@@ -8,10 +8,12 @@ JOBS     ?= $(shell nproc)
 EXAMPLE  ?= examples/mlp.gsl
 EXAMPLE_NP ?= 2
 
-# Debian 12 packages the project needs (build, tests, tools).
+# Debian 12 packages the project needs (build, tests, tools). npm (editor
+# tests) is installed only when no npm is on PATH: some images ship a
+# nodejs that bundles npm and conflicts with Debian's npm package.
 PACKAGES := cmake g++ make default-jre-headless antlr4 libantlr4-runtime-dev \
             llvm-19-dev llvm-19-tools clang-19 libeigen3-dev libopenmpi-dev openmpi-bin \
-            libcli11-dev doctest-dev libedit-dev zlib1g-dev libzstd-dev vim tmux nodejs npm
+            libcli11-dev doctest-dev libedit-dev zlib1g-dev libzstd-dev vim tmux nodejs
 
 .PHONY: all deps configure build run test clean
 
@@ -22,6 +24,7 @@ deps:
 	@missing=""; for p in $(PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 	  echo "Installing missing Debian packages:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
