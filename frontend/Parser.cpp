@@ -165,6 +165,28 @@ class Builder {
     return r;
   }
 
+  // `KEYWORD NAME = EXPR` declarations (const, optimizer, dataset).
+  template <class Ctx>
+  void namedValue(ast::Decl& d, ast::DeclKind kind, Ctx* x) {
+    d.kind = kind;
+    d.name = x->ID()->getText();
+    d.loc = loc(x->ID());
+    d.value = expr(x->expr());
+  }
+
+  // The arguments of a call or method call.
+  std::vector<ast::CallArg> callArgs(const std::vector<GSLParser::ArgContext*>& args, int depth) {
+    std::vector<ast::CallArg> r;
+    for (auto* a : args) {
+      ast::CallArg arg;
+      arg.loc = loc(a);
+      if (a->ID()) arg.keyword = a->ID()->getText();
+      arg.value = expr(a->expr(), depth + 1);
+      r.push_back(std::move(arg));
+    }
+    return r;
+  }
+
   std::unique_ptr<ast::Decl> decl(GSLParser::DeclContext* c) {
     auto d = std::make_unique<ast::Decl>();
     d->loc = loc(c);
@@ -173,10 +195,7 @@ class Builder {
       d->name = unquote(x->STRING()->getText());
       d->loc = loc(x->STRING());
     } else if (auto* x = dynamic_cast<GSLParser::ConstDeclContext*>(c)) {
-      d->kind = ast::DeclKind::Const;
-      d->name = x->ID()->getText();
-      d->loc = loc(x->ID());
-      d->value = expr(x->expr());
+      namedValue(*d, ast::DeclKind::Const, x);
     } else if (auto* x = dynamic_cast<GSLParser::MeshDeclContext*>(c)) {
       d->kind = ast::DeclKind::Mesh;
       d->name = x->ID()->getText();
@@ -224,15 +243,9 @@ class Builder {
       }
       d->body = block(x->block(), 0);
     } else if (auto* x = dynamic_cast<GSLParser::OptimizerDeclContext*>(c)) {
-      d->kind = ast::DeclKind::Optimizer;
-      d->name = x->ID()->getText();
-      d->loc = loc(x->ID());
-      d->value = expr(x->expr());
+      namedValue(*d, ast::DeclKind::Optimizer, x);
     } else if (auto* x = dynamic_cast<GSLParser::DatasetDeclContext*>(c)) {
-      d->kind = ast::DeclKind::Dataset;
-      d->name = x->ID()->getText();
-      d->loc = loc(x->ID());
-      d->value = expr(x->expr());
+      namedValue(*d, ast::DeclKind::Dataset, x);
     }
     return d;
   }
@@ -453,26 +466,14 @@ class Builder {
     if (auto* x = dynamic_cast<GSLParser::CallExprContext*>(c)) {
       auto e = mk(ast::ExprKind::Call, l);
       e->text = x->ID()->getText();
-      for (auto* a : x->arg()) {
-        ast::CallArg arg;
-        arg.loc = loc(a);
-        if (a->ID()) arg.keyword = a->ID()->getText();
-        arg.value = expr(a->expr(), depth + 1);
-        e->args.push_back(std::move(arg));
-      }
+      e->args = callArgs(x->arg(), depth);
       return e;
     }
     if (auto* x = dynamic_cast<GSLParser::MethodExprContext*>(c)) {
       auto e = mk(ast::ExprKind::Method, l);
       e->text = x->ID(0)->getText();
       e->member = x->ID(1)->getText();
-      for (auto* a : x->arg()) {
-        ast::CallArg arg;
-        arg.loc = loc(a);
-        if (a->ID()) arg.keyword = a->ID()->getText();
-        arg.value = expr(a->expr(), depth + 1);
-        e->args.push_back(std::move(arg));
-      }
+      e->args = callArgs(x->arg(), depth);
       return e;
     }
     if (auto* x = dynamic_cast<GSLParser::NameExprContext*>(c)) {
