@@ -1012,7 +1012,36 @@ class Lowering {
   }
 
   llvm::Value* boolWord(llvm::Value* cond) { return b_.CreateZExt(cond, i32_); }
-  llvm::Value* exp(llvm::Value* x) { return b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x); }
+  // exp(x) in straight-line arithmetic, so loops that use it vectorise
+  // (llvm.exp.f32 becomes a scalar expf call per element): Cephes' range
+  // reduction x = n ln2 + r, |r| <= ln2/2, a degree-6 polynomial for e^r
+  // (relative error about 2e-7), and 2^n built from exponent bits in two
+  // factors so results down to the denormals are right. Beyond the f32
+  // range: +inf above 88.7228, 0 below -103.98; NaN stays NaN.
+  llvm::Value* pow2i(llvm::Value* k) {  // 2^k for i32 k in [-126, 127]
+    return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(k, b_.getInt32(127)), 23), f32_);
+  }
+  llvm::Value* exp(llvm::Value* x) {
+    llvm::Value* xc = b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, x, f32c(89.0f));
+    xc = b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, xc, f32c(-104.0f));
+    llvm::Value* fx = b_.CreateUnaryIntrinsic(
+        llvm::Intrinsic::floor, b_.CreateFAdd(b_.CreateFMul(xc, f32c(1.44269504088896341f)), f32c(0.5f)));
+    llvm::Value* r = b_.CreateFSub(xc, b_.CreateFMul(fx, f32c(0.693359375f)));
+    r = b_.CreateFSub(r, b_.CreateFMul(fx, f32c(-2.12194440e-4f)));
+    llvm::Value* p = f32c(1.9875691500e-4f);
+    for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+      p = b_.CreateFAdd(b_.CreateFMul(p, r), f32c(c));
+    llvm::Value* y = b_.CreateFAdd(b_.CreateFAdd(b_.CreateFMul(b_.CreateFMul(p, r), r), r), f32c(1.0f));
+    llvm::Value* n = b_.CreateFPToSI(fx, i32_);
+    llvm::Value* n1 = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax,
+                                               b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, n, b_.getInt32(127)),
+                                               b_.getInt32(-126));
+    llvm::Value* res = b_.CreateFMul(b_.CreateFMul(y, pow2i(n1)), pow2i(b_.CreateSub(n, n1)));
+    res = b_.CreateSelect(b_.CreateFCmpOGT(x, f32c(88.72283935546875f)),
+                          llvm::ConstantFP::getInfinity(f32_), res);
+    res = b_.CreateSelect(b_.CreateFCmpOLT(x, f32c(-103.97208404541015625f)), f32c(0.0f), res);
+    return b_.CreateSelect(isNan(x), x, res);
+  }
   llvm::Value* isNan(llvm::Value* x) { return b_.CreateFCmpUNO(x, x); }
 
   // tanh from llvm.exp: sign(x) (1 - e) / (1 + e), e = exp(-2|x|); below

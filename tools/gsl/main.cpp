@@ -101,8 +101,12 @@ std::string statsJson(const gsl::ir::Module& mod, const std::vector<std::unique_
   for (const auto& f : perRank) {
     bool user = std::find(userFns.begin(), userFns.end(), f->name) != userFns.end();
     if (only.empty() ? !user : f->name != only) continue;
-    s += std::string(first ? "\n" : ",\n") + "    \"" + f->name + "\": " +
-         gsl::passes::costJson(gsl::passes::estimateCost(mod, *f), 4);
+    // The cost model's figures, plus the peak bytes of the JIT's buffer
+    // planner (liveness-based reuse) for the compiled per-rank program.
+    std::string cost = gsl::passes::costJson(gsl::passes::estimateCost(mod, *f), 4);
+    cost.insert(cost.find('\n') + 1,
+                "      \"jit_peak_bytes\": " + std::to_string(gsl::backend::jitPeakBytes(*f)) + ",\n");
+    s += std::string(first ? "\n" : ",\n") + "    \"" + f->name + "\": " + cost;
     first = false;
   }
   return s + (first ? "}" : "\n  }") + "\n}\n";
