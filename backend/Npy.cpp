@@ -10,6 +10,8 @@
 #include <optional>
 #include <string_view>
 
+#include "support/Text.h"
+
 namespace gsl::backend {
 
 namespace {
@@ -18,22 +20,6 @@ namespace {
   throw NpyError(path + ": " + what);
 }
 
-// Shows a header fragment safely (printable ASCII only, bounded length).
-std::string excerpt(std::string_view s, size_t max = 60) {
-  std::string r;
-  for (size_t i = 0; i < s.size() && i < max; ++i) {
-    unsigned char c = (unsigned char)s[i];
-    if (c >= 0x20 && c < 0x7f) {
-      r += (char)c;
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      r += buf;
-    }
-  }
-  if (s.size() > max) r += "...";
-  return r;
-}
 
 // Parser for the header: a Python dict literal such as
 //   {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }

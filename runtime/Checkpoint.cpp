@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "support/Diagnostics.h"
+#include "support/Text.h"
 
 namespace gsl::runtime {
 
@@ -31,23 +32,6 @@ constexpr int kMaxDepth = 64;
 
 std::string errnoText(int err) { return std::strerror(err); }
 
-// Shows untrusted text safely: printable ASCII kept, other bytes as \xNN,
-// at most `max` bytes.
-std::string excerpt(std::string_view s, size_t max = 60) {
-  std::string r;
-  for (size_t i = 0; i < s.size() && i < max; ++i) {
-    unsigned char c = (unsigned char)s[i];
-    if (c >= 0x20 && c < 0x7f) {
-      r += (char)c;
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      r += buf;
-    }
-  }
-  if (s.size() > max) r += "...";
-  return r;
-}
 
 std::string quoted(std::string_view s) { return "'" + excerpt(s) + "'"; }
 
