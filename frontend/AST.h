@@ -111,6 +111,7 @@ struct Decl {
   std::unique_ptr<TypeExpr> type;     // Param
   std::unique_ptr<ShardAnnot> annot;  // Param
   std::vector<FnArg> args;            // Fn
+  std::vector<std::pair<std::string, SourceLoc>> shapeParams;  // Fn: `fn f[C](...)`
   std::vector<FnResult> results;      // Fn
   bool tupleResult = false;           // Fn: `-> (T1, T2)`
   Block body;                         // Fn

@@ -160,7 +160,13 @@ std::string printAST(const Program& p) {
            << exprStr(*d.value) << "\n";
         break;
       case DeclKind::Fn: {
-        os << "fn " << d.name << "(";
+        os << "fn " << d.name;
+        if (!d.shapeParams.empty()) {
+          os << "[";
+          for (size_t i = 0; i < d.shapeParams.size(); ++i) os << (i ? ", " : "") << d.shapeParams[i].first;
+          os << "]";
+        }
+        os << "(";
         for (size_t i = 0; i < d.args.size(); ++i)
           os << (i ? ", " : "") << d.args[i].name << ": " << typeStr(*d.args[i].type)
              << (d.args[i].annot ? " " + annotStr(*d.args[i].annot) : "");

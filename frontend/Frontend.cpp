@@ -1,5 +1,6 @@
 #include "frontend/Frontend.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -49,6 +50,36 @@ static bool readText(const std::string& path, std::string& out, std::string& why
   return true;
 }
 
+// ANTLR's input stream throws on text that is not UTF-8: report the first
+// bad byte instead (strict UTF-8: no overlong forms, surrogates or code
+// points above U+10FFFF). Columns count characters, as ANTLR's do.
+static bool checkUtf8(const std::string& text, int file, Diagnostics& diags) {
+  int line = 1, col = 1;
+  for (size_t i = 0; i < text.size();) {
+    unsigned char c = text[i];
+    size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    bool ok = n > 0 && i + n <= text.size();
+    uint32_t cp = n == 1 ? c : n == 2 ? c & 0x1F : n == 3 ? c & 0x0F : c & 0x07;
+    for (size_t k = 1; ok && k < n; ++k) {
+      unsigned char b = text[i + k];
+      ok = (b & 0xC0) == 0x80;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    if (ok && n > 1)
+      ok = cp >= (n == 2 ? 0x80u : n == 3 ? 0x800u : 0x10000u) && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    if (!ok) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", (unsigned)c);
+      diags.error({file, line, col}, std::string("the file is not valid UTF-8 (byte ") + hex + ")");
+      return false;
+    }
+    if (c == '\n') line++, col = 1;
+    else col++;
+    i += n;
+  }
+  return true;
+}
+
 namespace {
 
 struct Loader {
@@ -62,6 +93,7 @@ struct Loader {
   // Parses a file's text and, depth first, its imports.
   void load(const std::string& display, const std::string& text, const std::string& dir) {
     int file = sm.addFile(display, text);
+    if (!checkUtf8(text, file, diags)) return;
     auto ast = parseProgram(sm, file, diags);
     if (!ast) return;
     ast::Program* p = ast.get();
@@ -73,11 +105,15 @@ struct Loader {
       }
       std::vector<std::string> dirs{dir};
       dirs.insert(dirs.end(), opts.importPath.begin(), opts.importPath.end());
+      // A file never imports itself: examples/moe.gsl's `import "moe.gsl"`
+      // finds stdlib/moe.gsl.
+      std::error_code sec;
+      fs::path self = fs::weakly_canonical(display, sec);
       std::string found;
       for (const auto& base : dirs) {
         fs::path cand = fs::path(base) / d->name;
         std::error_code ec;
-        if (fs::is_regular_file(cand, ec)) {
+        if (fs::is_regular_file(cand, ec) && fs::weakly_canonical(cand, ec) != self) {
           found = cand.string();
           break;
         }

@@ -212,6 +212,8 @@ class Builder {
       d->kind = ast::DeclKind::Fn;
       d->name = x->ID()->getText();
       d->loc = loc(x->ID());
+      if (auto* sp = x->shapeParams())
+        for (auto* id : sp->ID()) d->shapeParams.push_back({id->getText(), loc(id)});
       for (auto* a : x->fnArg()) {
         ast::FnArg arg;
         arg.name = a->ID()->getText();

@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <sstream>
 
 namespace gsl::frontend {
 namespace {
@@ -78,6 +79,8 @@ class Sema {
   }
 
   bool run(const std::vector<const ast::Decl*>& decls) {
+    for (const ast::Decl* d : decls)  // the root file is loaded (added) first
+      if (d->loc.file >= 0 && (rootFile_ < 0 || d->loc.file < rootFile_)) rootFile_ = d->loc.file;
     registerNames(decls);
     checkDefines();
     for (const ast::Decl* d : decls) {
@@ -116,6 +119,7 @@ class Sema {
     SourceLoc loc;
   };
   std::map<std::string, Global> globals_;
+  int rootFile_ = -1;  // the program's own file (imports are other files)
   std::map<std::string, int64_t> consts_;
   std::set<std::string> usedDefines_;
 
@@ -444,6 +448,25 @@ class Sema {
         if (!a || !b) return std::nullopt;
         return foldBinary(e.text, *a, *b, e.loc, true);
       }
+      case ast::ExprKind::Call: {
+        // ceil(x) / floor(x) round a real value (`ceil(2.0 * S / E)`: a
+        // float operand makes `/` true division) to an integer.
+        if ((e.text == "ceil" || e.text == "floor") && e.args.size() == 1 && e.args[0].keyword.empty()) {
+          auto v = constEval(*e.args[0].value);
+          if (!v || v->isInt) return v;
+          double r = e.text == "ceil" ? std::ceil(v->f) : std::floor(v->f);
+          if (!(std::fabs(r) < 9.0e18)) {
+            err(e.loc, e.text + "(...) of " + std::to_string(v->f) + " does not fit in a 64-bit integer");
+            return std::nullopt;
+          }
+          return Num{true, (int64_t)r, 0};
+        }
+        if (e.text == "ceil" || e.text == "floor") {
+          err(e.loc, e.text + " in a constant expression takes one argument");
+          return std::nullopt;
+        }
+        break;
+      }
       default: break;
     }
     err(e.loc, "expected a compile-time constant expression");
@@ -524,7 +547,9 @@ class Sema {
     auto n = constEval(e);
     if (!n) return std::nullopt;
     if (!n->isInt) {
-      err(startLoc(e), what + " must be an integer");
+      std::ostringstream v;
+      v << n->f;
+      err(startLoc(e), what + " must be an integer, got " + v.str() + " (round it with ceil(...) or floor(...))");
       return std::nullopt;
     }
     return n->i;
@@ -1186,14 +1211,29 @@ class Sema {
   // types that are not consts (`fn dense(x: f32[N, D], w: f32[D, H])`).
   // A function with shape variables is generic: it is checked and lowered
   // at each call, with the variables bound from the argument types.
+  // Explicit shape parameters (`fn f[C](...)`) come first; they are bound
+  // by keyword at each call (`f(x, C=4)`).
   std::vector<std::string> shapeVarsOf(const ast::Decl& d) {
     std::vector<std::string> vars;
+    for (const auto& [p, l] : d.shapeParams) vars.push_back(p);
     for (const auto& a : d.args)
       for (const auto& dim : a.type->dims)
-        if (dim->kind == ast::ExprKind::Name && dim->text != "NP" && !globals_.count(dim->text) &&
+        if (dim->kind == ast::ExprKind::Name && dim->text != "NP" && !capturesDim(d, dim->text) &&
             std::find(vars.begin(), vars.end(), dim->text) == vars.end())
           vars.push_back(dim->text);
     return vars;
+  }
+
+  // Whether global `name` is what a dim `name` in fn `d`'s argument types
+  // means. A const declared in another file does not capture the dims of an
+  // imported file's functions: `S` in stdlib's `fn moe(x: f32[G, S, M])`
+  // stays a shape variable when the program declares its own `const S`.
+  // Functions of the program's own (root) file see every const.
+  bool capturesDim(const ast::Decl& d, const std::string& name) {
+    auto g = globals_.find(name);
+    if (g == globals_.end()) return false;
+    if (g->second.kind != "const") return true;
+    return d.loc.file == rootFile_ || g->second.loc.file == d.loc.file;
   }
 
   // Computes argument and result types and shardings of `d` into `f`
@@ -1258,6 +1298,20 @@ class Sema {
     if (!f.shapeVars.empty()) {  // generic: checked and lowered at each call
       f.state = 2;
       f.ok = true;
+      std::set<std::string> seen;
+      for (const auto& [p, l] : f.decl->shapeParams) {
+        if (!seen.insert(p).second) {
+          err(l, "function '" + name + "' has two shape parameters named '" + p + "'");
+          f.ok = false;
+        } else if (p == "NP" || (globals_.count(p) && globals_.at(p).kind != "const")) {
+          err(l, "shape parameter '" + p + "' of '" + name + "' has the name of a " +
+                     (p == "NP" ? std::string("predefined const") : globals_.at(p).kind));
+          f.ok = false;
+        } else if (std::any_of(f.decl->args.begin(), f.decl->args.end(), [&](const auto& a) { return a.name == p; })) {
+          err(l, "shape parameter '" + p + "' of '" + name + "' has the name of an argument");
+          f.ok = false;
+        }
+      }
       return;
     }
     f.state = 1;
@@ -1315,26 +1369,40 @@ class Sema {
           break;
         case ast::StmtKind::Return: {
           returned = true;
-          if (s.exprs.size() != f.resultTypes.size()) {
+          // `return f(...)` passes on all of a call's results.
+          std::vector<EV> vals;
+          size_t given = s.exprs.size();
+          if (given == 1 && f.resultTypes.size() > 1) {
+            EV v = lower(c, *s.exprs[0]);
+            if (!v.ok()) return false;
+            if (v.kind == EV::Tuple) {
+              for (Value* t : v.tuple) vals.push_back(EV::tensor(t));
+              given = vals.size();
+            } else {
+              vals.push_back(v);
+            }
+          }
+          if (given != f.resultTypes.size()) {
             err(c, s.loc, "function '" + d.name + "' returns " + std::to_string(f.resultTypes.size()) +
                               " value" + (f.resultTypes.size() == 1 ? "" : "s") + " but this return gives " +
-                              std::to_string(s.exprs.size()));
+                              std::to_string(given));
             return false;
           }
-          for (size_t k = 0; k < s.exprs.size(); ++k) {
-            EV v = lower(c, *s.exprs[k]);
+          for (size_t k = 0; k < given; ++k) {
+            size_t ek = std::min(k, s.exprs.size() - 1);
+            EV v = vals.empty() ? lower(c, *s.exprs[k]) : vals[k];
             if (!v.ok()) {
               ok = false;
               continue;
             }
             if (v.kind == EV::Tuple) {
-              err(c, startLoc(*s.exprs[k]), "a function with several results cannot be returned as one value");
+              err(c, startLoc(*s.exprs[ek]), "a function with several results cannot be returned as one value");
               ok = false;
               continue;
             }
-            Value* r = materialize(c, v, f.resultTypes[k].dtype, startLoc(*s.exprs[k]));
+            Value* r = materialize(c, v, f.resultTypes[k].dtype, startLoc(*s.exprs[ek]));
             if (r->type != f.resultTypes[k]) {
-              err(c, startLoc(*s.exprs[k]), "function '" + d.name + "' is declared to return " + f.resultTypes[k].str() +
+              err(c, startLoc(*s.exprs[ek]), "function '" + d.name + "' is declared to return " + f.resultTypes[k].str() +
                                           " but this value has type " + r->type.str());
               ok = false;
               continue;
@@ -1432,11 +1500,40 @@ class Sema {
     const ast::Decl& d = *f.decl;
     std::string argNames;
     for (auto& a : d.args) argNames += (argNames.empty() ? "" : ", ") + a.name;
+    // Explicit shape parameters are keyword arguments after the tensor ones.
+    const size_t nargs = d.args.size(), nshape = d.shapeParams.size();
+    for (const auto& sp : d.shapeParams) argNames += (argNames.empty() ? "" : ", ") + sp.first + "=INT";
+    size_t positional = 0;
+    for (size_t ai = firstArg; ai < e.args.size(); ++ai)
+      if (e.args[ai].keyword.empty() && ++positional > nargs && nshape) {
+        err(c, e.args[ai].loc, "shape parameter '" + d.shapeParams[std::min(positional - nargs, nshape) - 1].first +
+                                   "' of '" + name + "' must be given by name (" + argNames + ")");
+        return {};
+      }
     std::vector<const ast::Expr*> slots, rest;
-    if (!bindArgs(c, e, d.args.size(), [&](size_t i) { return d.args[i].name; }, false,
+    if (!bindArgs(c, e, nargs + nshape,
+                  [&](size_t i) { return i < nargs ? d.args[i].name : d.shapeParams[i - nargs].first; }, false,
                   argNames.empty() ? "no arguments" : argNames, slots, rest, firstArg, &name))
       return {};
     bool ok = true;
+    std::map<std::string, int64_t> bound;
+    std::string key = name;
+    for (size_t i = 0; i < nshape; ++i) {
+      const std::string& sp = d.shapeParams[i].first;
+      if (!slots[nargs + i]) {
+        err(c, e.loc, "call of '" + name + "' must give its shape parameter '" + sp + "' (" + sp + "=INT)");
+        return {};
+      }
+      auto v = evalInt(*slots[nargs + i], "shape parameter '" + sp + "' of '" + name + "'");
+      if (!v) return {};
+      if (*v <= 0) {
+        err(c, startLoc(*slots[nargs + i]), "shape parameter '" + sp + "' of '" + name + "' must be positive, got " +
+                                               std::to_string(*v));
+        return {};
+      }
+      bound[sp] = *v;
+      key += "/" + sp + "=" + std::to_string(*v);
+    }
     std::vector<EV> vals;
     for (size_t i = 0; i < d.args.size(); ++i) {
       if (!slots[i]) {
@@ -1455,8 +1552,6 @@ class Sema {
     // and compute this instance's signature.
     FnInfo inst;
     FnInfo* sig = &f;
-    std::map<std::string, int64_t> bound;
-    std::string key = name;
     if (!f.shapeVars.empty()) {
       for (size_t i = 0; i < d.args.size(); ++i) {
         Value* v = materialize(c, vals[i], d.args[i].type->dtype, startLoc(*slots[i]));
@@ -1474,9 +1569,11 @@ class Sema {
           int64_t actual = v->type.shape[j];
           auto [it, fresh] = bound.emplace(dims[j]->text, actual);
           if (!fresh && it->second != actual) {
+            bool given = std::any_of(d.shapeParams.begin(), d.shapeParams.end(),
+                                     [&](const auto& p) { return p.first == dims[j]->text; });
             err(c, startLoc(*slots[i]), "argument '" + d.args[i].name + "' of '" + name + "' has type " + v->type.str() +
                                       ", but shape variable " + dims[j]->text + " is " + std::to_string(it->second) +
-                                      " from an earlier argument");
+                                      (given ? " as given at the call" : " from an earlier argument"));
             return {};
           }
         }

@@ -10,12 +10,16 @@ decl
     | 'const' ID '=' expr                                         # constDecl
     | 'mesh' ID '=' '[' meshAxis (',' meshAxis)* ','? ']'        # meshDecl
     | 'param' ID ':' type annotation? '=' expr                    # paramDecl
-    | 'fn' ID '(' (fnArg (',' fnArg)* ','?)? ')' ('->' resultType)? block  # fnDecl
+    | 'fn' ID shapeParams? '(' (fnArg (',' fnArg)* ','?)? ')' ('->' resultType)? block  # fnDecl
     | 'optimizer' ID '=' expr                                     # optimizerDecl
     | 'dataset' ID '=' expr                                       # datasetDecl
     ;
 
 meshAxis : ID ':' expr ;
+
+// Explicit shape parameters of a generic function, given at each call as
+// keyword arguments: `fn top2_gating[C](...)`, `top2_gating(l, u, C=4)`.
+shapeParams : '[' ID (',' ID)* ','? ']' ;
 
 fnArg : ID ':' type annotation? ;
 
