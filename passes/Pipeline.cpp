@@ -3,6 +3,7 @@
 #include "ir/Verifier.h"
 #include "passes/ShapeInference.h"
 #include "passes/ShardingPropagation.h"
+#include "passes/Simplify.h"
 #include "passes/SpmdPartitioner.h"
 #include "passes/Training.h"
 #include "support/Diagnostics.h"
@@ -32,7 +33,10 @@ std::unique_ptr<ir::Function> buildPerRankProgram(const ir::Module& m, ir::Funct
     }
   // 2. SPMD partitioning into the one per-rank program.
   auto local = partitionFunction(m, f);
-  // 3. The per-rank program must be well-formed.
+  // 3. Simplification: one copy of each computation (a reshard the forward
+  //    pass did is not repeated by the backward pass), no dead ops.
+  simplify(*local);
+  // 4. The per-rank program must be well-formed.
   std::string e = ir::verifyFunction(m, *local);
   GSL_ASSERT(e.empty(), "invalid per-rank program for @" + f.name + ": " + e);
   return local;

@@ -1,0 +1,20 @@
+#pragma once
+// Simplification of a per-rank program: common-subexpression elimination
+// and dead-code elimination.
+//
+// The partitioner reshards each use of a value on its own, and autodiff
+// recomputes what the forward pass had: a training step then gathers or
+// all_to_all's the same tensor twice (the backward pass needs the expert
+// outputs that the forward combine already moved). Every op of a tensor
+// function is pure and every rank runs the same program, so two ops with
+// the same kind, operands, attributes and result type compute the same
+// value, collectives included; the later one is dropped. Ops whose results
+// nothing uses are dropped too (all ranks drop the same collectives).
+#include "ir/Function.h"
+
+namespace gsl::passes {
+
+// Rewrites `f` in place; returns the number of ops removed.
+int simplify(ir::Function& f);
+
+}  // namespace gsl::passes
