@@ -1,6 +1,6 @@
 #pragma once
-// Simplification of a per-rank program: common-subexpression elimination
-// and dead-code elimination.
+// Simplification of a per-rank program: folding of what constants decide,
+// common-subexpression elimination and dead-code elimination.
 //
 // The partitioner reshards each use of a value on its own, and autodiff
 // recomputes what the forward pass had: a training step then gathers or
@@ -10,6 +10,9 @@
 // the same kind, operands, attributes and result type compute the same
 // value, collectives included; the later one is dropped. Ops whose results
 // nothing uses are dropped too (all ranks drop the same collectives).
+// Comparisons of scalar constants fold, and a `where` whose condition is a
+// constant becomes the branch it picks, so a const switch in a model
+// (`where(DENSE == 1, dense, moe)`) leaves only the chosen path.
 #include "ir/Function.h"
 
 namespace gsl::passes {

@@ -2,7 +2,7 @@
 # Sharding equivalence check: a program must print the same numbers under
 # every -np, every mesh and every sharding.
 #
-# Usage: run_equivalence.sh GSL FILE [--mpi] [--max-np N]
+# Usage: run_equivalence.sh GSL FILE [--mpi] [--max-np N] [--np N]
 #
 # Runs `GSL run FILE ARGS` once for every `# run: ARGS` header line of FILE,
 # each in a fresh temporary directory (so files a program saves and loads
@@ -14,10 +14,12 @@
 # the tokens that differ.
 #   --mpi       runs the ranks as OpenMPI processes (`gsl run --mpi`)
 #   --max-np N  skips configurations with more than N ranks
+#   --np N      runs the first configuration (the reference) and those of
+#               exactly N ranks only
 set -u
 
 if [ $# -lt 2 ]; then
-  echo "usage: $0 GSL FILE [--mpi] [--max-np N]" >&2
+  echo "usage: $0 GSL FILE [--mpi] [--max-np N] [--np N]" >&2
   exit 2
 fi
 GSL=$1
@@ -25,10 +27,12 @@ FILE=$2
 shift 2
 MPI=""
 MAXNP=""
+ONLYNP=""
 while [ $# -gt 0 ]; do
   case $1 in
     --mpi) MPI="--mpi" ;;
     --max-np) shift; MAXNP=$1 ;;
+    --np) shift; ONLYNP=$1 ;;
     *) echo "$0: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -69,6 +73,9 @@ while IFS= read -r args; do
   np=$(printf '%s\n' "$args" | sed -n 's/.*-np[[:space:]=]*\([0-9][0-9]*\).*/\1/p')
   [ -n "$np" ] || np=1
   if [ -n "$MAXNP" ] && [ "$np" -gt "$MAXNP" ]; then
+    continue
+  fi
+  if [ -n "$ONLYNP" ] && [ -n "$first" ] && [ "$np" -ne "$ONLYNP" ]; then
     continue
   fi
   n=$((n + 1))

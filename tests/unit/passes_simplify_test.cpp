@@ -104,3 +104,32 @@ TEST_CASE("simplify: a program without repeats or dead ops is unchanged") {
   CHECK(simplified(text, &removed) == text);
   CHECK(removed == 0);
 }
+
+TEST_CASE("simplify: a where on a constant condition keeps the branch it picks") {
+  std::string before = std::string(kHeader) +
+      "func @f(%0: f32[4], %1: f32[4]) -> (f32[4]) {\n"
+      "  %2 = constant {value = 0} : i32\n"
+      "  %3 = constant {value = 1} : i32\n"
+      "  %4 = eq %2, %3 : bool\n"
+      "  %5 = exp %0 : f32[4]\n"
+      "  %6 = all_reduce %1 {axes = [0], mesh = \"m\", reduce = \"sum\"} : f32[4]\n"
+      "  %7 = where %4, %5, %6 : f32[4]\n"
+      "  return %7\n"
+      "}\n";
+  std::string after = std::string(kHeader) +
+      "func @f(%0: f32[4], %1: f32[4]) -> (f32[4]) {\n"
+      "  %2 = all_reduce %1 {axes = [0], mesh = \"m\", reduce = \"sum\"} : f32[4]\n"
+      "  return %2\n"
+      "}\n";
+  CHECK(simplified(before) == after);
+  // a runtime condition, or a branch of another type (broadcast), stays
+  std::string keep = std::string(kHeader) +
+      "func @f(%0: f32[4], %1: bool) -> (f32[4], f32[4]) {\n"
+      "  %2 = constant {value = true} : bool\n"
+      "  %3 = constant {value = 2.0} : f32\n"
+      "  %4 = where %2, %3, %0 : f32[4]\n"
+      "  %5 = where %1, %0, %3 : f32[4]\n"
+      "  return %4, %5\n"
+      "}\n";
+  CHECK(simplified(keep) == keep);
+}
