@@ -22,6 +22,10 @@ struct Options {
   int64_t np = 1;                          // -np: the predefined const NP
   std::map<std::string, int64_t> defines;  // -D NAME=VALUE const overrides
   std::vector<std::string> importPath;     // searched after the importing file's folder
+  // At most this many IR ops in all (calls are inlined): a larger program is
+  // a user error, not minutes of compiling and gigabytes of memory (the
+  // largest example, examples/gshard_600b.gsl, has about 10,000).
+  int64_t maxOps = 250000;
 };
 
 struct CheckedProgram {

@@ -154,6 +154,19 @@ class Sema {
     int mute = 0;                              // > 0 while inlining an already checked body
   };
   std::vector<std::map<std::string, TensorType>> hostScopes_;
+  // Calls are inlined, so a few lines can ask for exponentially many ops (f1
+  // calls f0 twice, f2 calls f1 twice, ...): each inlining first checks the
+  // ops built so far against opts_.maxOps (found by fuzzing, tests/fuzz).
+  size_t builtOps_ = 0;  // ops of the finished standalone functions
+  bool tooLarge_ = false;
+  bool opLimitReached(const Ctx& c, SourceLoc l) {
+    size_t total = builtOps_ + c.fn->ops.size();
+    for (const auto& t : thunks_) total += t->ops.size();
+    if (!tooLarge_ && (int64_t)total >= opts_.maxOps)
+      diags_.error(l, "the program is too large: GSL inlines calls, and inlining this one into '" +
+                          c.callStack.front() + "' takes it past " + std::to_string(opts_.maxOps) + " operations");
+    return tooLarge_ = tooLarge_ || (int64_t)total >= opts_.maxOps;
+  }
 
   void err(Ctx& c, SourceLoc l, const std::string& m) {
     if (!c.mute) diags_.error(l, m);
@@ -1345,6 +1358,7 @@ class Sema {
     // declaration had the error. Such a function must not be inlined.
     f.ok = f.sigOk && bodyOk && diags_.errorCount() == before;
     if (!f.ok) f.fn = nullptr;
+    if (f.fn) builtOps_ += f.fn->ops.size();
     f.state = 2;
   }
 
@@ -1587,6 +1601,7 @@ class Sema {
     } else {
       bound.clear();
     }
+    if (opLimitReached(c, e.loc)) return {};
     Ctx inner;
     inner.fn = c.fn;
     inner.host = false;
@@ -1616,6 +1631,7 @@ class Sema {
     bool bodyOk = lowerFnBody(inner, d, *sig, results);
     shapeVars_.pop_back();
     if (!bodyOk) {
+      if (tooLarge_) return {};
       GSL_ASSERT(generic, "inlining '" + name + "' failed after it was checked");
       if (diags_.errorCount() > before) {
         std::string vars;
