@@ -10,6 +10,7 @@
 #include <optional>
 #include <string_view>
 
+#include "support/Interrupt.h"
 #include "support/Text.h"
 
 namespace gsl::backend {
@@ -316,7 +317,11 @@ void writeNpy(const std::string& path, const Tensor& t) {
     out.append(static_cast<const char*>(t.raw()), (size_t)n * 4);
   }
 
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    fail(path, std::string("cannot write: ") + std::strerror(EISDIR));
   std::string tmp = path + ".tmp." + std::to_string((long)::getpid());
+  TempFileGuard guard(tmp);  // a forced exit (second Ctrl-C) removes it
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail(path, std::string("cannot write: ") + std::strerror(errno));
   size_t wrote = std::fwrite(out.data(), 1, out.size(), f);

@@ -539,6 +539,73 @@ bool checkBracketDepth(const std::string& text, int file, Diagnostics& diags) {
   return true;
 }
 
+// Rejects, before parsing, nesting without brackets that ANTLR's recursive
+// descent would follow one call per level (a stack overflow on hostile
+// input, and quadratic prediction time for `else if`): chains of prefix
+// operators (- + not), of right-associative ** and of `else if`. Bounded
+// generously (kMaxChain): shorter chains reach the builder, whose limit
+// (kMaxNesting) and messages apply.
+bool checkChainDepth(const std::vector<Token*>& toks, int file, Diagnostics& diags) {
+  constexpr int kMaxChain = 5 * kMaxNesting;
+  struct Level {
+    int ops = 0, elseIfs = 0;
+  };
+  std::vector<Level> levels(1);
+  int total = 0;  // open brackets plus every level's chains
+  auto endsOperand = [](Token* t) {
+    const std::string& x = t->getText();
+    return t->getType() == GSLLexer::ID || t->getType() == GSLLexer::INT || t->getType() == GSLLexer::FLOAT ||
+           t->getType() == GSLLexer::STRING || t->getType() == GSLLexer::DTYPE || x == ")" || x == "]" ||
+           x == "true" || x == "false";
+  };
+  Token* prev = nullptr;
+  bool afterBlock = false;  // the previous token closed a block at this level
+  for (size_t i = 0; i < toks.size(); ++i) {
+    Token* t = toks[i];
+    if (t->getType() == Token::EOF) break;
+    const std::string& x = t->getText();
+    Level& l = levels.back();
+    if (afterBlock && x != "else") {
+      total -= l.elseIfs;
+      l.elseIfs = 0;
+    }
+    afterBlock = false;
+    const char* tooDeep = nullptr;  // "program" or "expression": what a too long chain is
+    if (x == "(" || x == "[" || x == "{") {
+      levels.emplace_back();
+      ++total;
+    } else if (x == ")" || x == "]" || x == "}") {
+      if (levels.size() > 1) {
+        total -= 1 + levels.back().ops + levels.back().elseIfs;
+        levels.pop_back();
+      }
+      afterBlock = x == "}";
+    } else if (x == "else" && i + 1 < toks.size() && toks[i + 1]->getText() == "if") {
+      ++l.elseIfs;
+      ++total;
+      tooDeep = "program";
+    } else if (x == "**" || ((x == "-" || x == "+" || x == "not") && !(prev && endsOperand(prev)))) {
+      ++l.ops;
+      ++total;
+      tooDeep = "expression";
+    } else if (!endsOperand(t) && x != "." && x != "if") {
+      total -= l.ops;  // any other operator or keyword ends the chain
+      l.ops = 0;
+    }
+    if (tooDeep && total > kMaxChain) {
+      SourceLoc at{file, (int)t->getLine(), (int)t->getCharPositionInLine() + 1};
+      if (tooDeep[0] == 'p')
+        diags.error(at, "program is nested too deeply (more than " + std::to_string(kMaxNesting) + " levels)");
+      else
+        diags.error(at, "expression is nested too deeply (more than " + std::to_string(kMaxNesting) +
+                            " operators deep; split it with let)");
+      return false;
+    }
+    prev = t;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::unique_ptr<ast::Program> parseProgram(const SourceManager& sm, int file, Diagnostics& diags) {
@@ -565,6 +632,7 @@ std::unique_ptr<ast::Program> parseProgram(const SourceManager& sm, int file, Di
     diags.error(listener.loc, listener.message);
     return nullptr;
   }
+  if (!checkChainDepth(tokens.getTokens(), file, diags)) return nullptr;
   listener.tokens = &tokens;
   GSLParser parser(&tokens);
   parser.removeErrorListeners();

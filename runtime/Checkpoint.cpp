@@ -6,14 +6,18 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <set>
 #include <string_view>
+#include <thread>
 #include <utility>
 
+#include "runtime/TestFaults.h"
 #include "support/Diagnostics.h"
+#include "support/Interrupt.h"
 #include "support/Text.h"
 
 namespace gsl::runtime {
@@ -491,16 +495,45 @@ void writeSafetensors(const std::string& path, const std::vector<NamedTensor>& t
   for (int i = 0; i < 8; ++i) prefix[i] = (char)((n >> (8 * i)) & 0xff);
   prefix += header;
 
+  // A folder at `path`, or no folder to write into: said plainly, as the
+  // .npy writer does (the temp file is not the user's concern then).
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail(path, "cannot write: " + errnoText(EISDIR));
   std::string tmp = path + ".tmp." + std::to_string((long)::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) fail(path, "cannot write: " + errnoText(errno));
   if (fd < 0)
     fail(path, "cannot write: cannot create the temporary file '" + tmp + "': " + errnoText(errno));
+  TempFileGuard guard(tmp);  // a forced exit (second Ctrl-C) removes it
   auto abandon = [&](int err) {
     ::close(fd);
     ::unlink(tmp.c_str());
     fail(path, "cannot write: " + errnoText(err));
   };
-  if (int err = writeAll(fd, prefix.data(), prefix.size())) abandon(err);
+  // An interrupt (support/Interrupt.h) abandons the write: the temp file
+  // goes, an older file at `path` stays as it was.
+  auto pollInterrupt = [&] {
+    if (!interruptRequested()) return;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw Interrupted();
+  };
+  // Writes in pieces of at most 64 MiB, polling for an interrupt between them.
+  auto put = [&](const char* data, size_t n) {
+    constexpr size_t kPiece = size_t(64) << 20;
+    for (size_t off = 0; off < n; off += kPiece) {
+      pollInterrupt();
+      if (int err = writeAll(fd, data + off, std::min(kPiece, n - off))) abandon(err);
+    }
+  };
+  put(prefix.data(), prefix.size());
+  // TEST-ONLY (GSL_TEST_FAULT=checkpoint_pause_ms=N): a window in which the
+  // temp file exists, for the interrupt tests.
+  if (int ms = testFaults().checkpointPauseMs) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < until && !interruptRequested())
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   std::vector<char> bools;
   for (const NamedTensor& nt : tensors) {
     int64_t count = nt.value.size();
@@ -509,14 +542,14 @@ void writeSafetensors(const std::string& path, const std::vector<NamedTensor>& t
       const int32_t* src = nt.value.i32();
       bools.resize((size_t)count);
       for (int64_t i = 0; i < count; ++i) bools[(size_t)i] = src[i] != 0 ? 1 : 0;
-      if (int err = writeAll(fd, bools.data(), bools.size())) abandon(err);
+      put(bools.data(), bools.size());
     } else {
       // f32 and i32 are stored as little-endian; the host is little-endian
       // (x86-64, AArch64).
-      if (int err = writeAll(fd, static_cast<const char*>(nt.value.raw()), (size_t)count * 4))
-        abandon(err);
+      put(static_cast<const char*>(nt.value.raw()), (size_t)count * 4);
     }
   }
+  pollInterrupt();
   if (::fsync(fd) != 0) abandon(errno);
   if (::close(fd) != 0) {
     int err = errno;

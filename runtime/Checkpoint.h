@@ -50,7 +50,10 @@ struct NamedTensor {
 // the folder is fsync'ed), so a crash leaves either the old file or the new
 // one, never a truncated checkpoint. Throws CheckpointError when a name or
 // metadata string is not valid UTF-8 or the file cannot be written (the
-// temp file is removed). Duplicate names, the name "__metadata__" and
+// temp file is removed). When an interrupt is requested during the write
+// (support/Interrupt.h: Ctrl-C), the write is abandoned between pieces of
+// at most 64 MiB, the temp file removed and gsl::Interrupted thrown; a file
+// already at `path` is left as it was. Duplicate names, the name "__metadata__" and
 // undefined tensors are caller bugs: internal error (abort).
 void writeSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                       const std::map<std::string, std::string>& metadata);

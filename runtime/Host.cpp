@@ -20,8 +20,11 @@
 #include "runtime/Checkpoint.h"
 #include "runtime/Data.h"
 #include "runtime/Distribute.h"
+#include "runtime/Memory.h"
 #include "runtime/MpiComm.h"
+#include "runtime/TestFaults.h"
 #include "runtime/ThreadComm.h"
+#include "support/Interrupt.h"
 
 namespace gsl::runtime {
 
@@ -124,9 +127,11 @@ struct HostValue {
 // One rank running the host script.
 class RankRunner {
  public:
+  // `mpi`: this rank's MPI communicator when ranks are MPI processes (to
+  // agree on stopping), else null.
   RankRunner(SpmdProgram& prog, const frontend::HostProgram& host, const RunOptions& o, int rank,
-             backend::Communicator& comm, std::ostream& out)
-      : prog_(prog), host_(host), opts_(o), rank_(rank), comm_(comm), out_(out) {
+             backend::Communicator& comm, std::ostream& out, MpiComm* mpi)
+      : prog_(prog), host_(host), opts_(o), rank_(rank), comm_(comm), out_(out), mpi_(mpi) {
     const ir::Module& m = prog.module();
     for (const auto& p : m.params) params_[p.name] = localBlock(m, prog.globalParam(p), p.sharding, rank);
     backend::KernelContext ctx;
@@ -145,7 +150,13 @@ class RankRunner {
 
   void run() {
     scopes_.emplace_back();
-    block(host_.body);
+    try {
+      block(host_.body);
+    } catch (const Interrupted&) {
+      clearProgress();  // the message goes on a line of its own
+      out_.flush();
+      throw;
+    }
     clearProgress();
     out_.flush();
   }
@@ -157,6 +168,7 @@ class RankRunner {
   int rank_;
   backend::Communicator& comm_;
   std::ostream& out_;
+  MpiComm* mpi_;
   std::map<std::string, Tensor> params_;
   std::unique_ptr<backend::Engine> engine_;
   std::vector<std::map<std::string, HostValue>> scopes_;
@@ -217,6 +229,17 @@ class RankRunner {
   }
 
   [[noreturn]] void fail(SourceLoc l, const std::string& m) { throw RankError(l, m); }
+
+  // A safe point: throws Interrupted when this process (or, with `stopped`,
+  // this rank's own work) was interrupted. MPI ranks first agree (one small
+  // all-reduce over every rank), so all of them stop at the same point and
+  // none is left waiting in a collective for a rank that stopped. Every
+  // rank calls it at the same points of the host script.
+  void pollInterrupt(bool stopped = false) {
+    stopped = stopped || interruptRequested();
+    if (mpi_) stopped = mpi_->anyRank(stopped);
+    if (stopped) throw Interrupted();
+  }
 
   HostValue* lookup(const std::string& n) {
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
@@ -452,6 +475,7 @@ class RankRunner {
   }
 
   void stmt(const HostStmt& s) {
+    if (!mpi_) throwIfInterrupted();  // threads: a flag read, at every statement
     switch (s.kind) {
       case HostStmt::Let: {
         auto vals = eval(s.value, false);
@@ -469,6 +493,7 @@ class RankRunner {
         int64_t lo = (int64_t)whole(s.lo).item(), hi = (int64_t)whole(s.hi).item();
         loops_.push_back({lo, hi, lo});
         for (int64_t i = lo; i < hi; ++i) {
+          pollInterrupt();
           loops_.back().i = i;
           scopes_.emplace_back();
           scopes_.back()[s.names[0]] = {Tensor::scalarI32((int32_t)i), std::nullopt};
@@ -507,26 +532,182 @@ class RankRunner {
             fail(s.loc, e.what());
           }
         }
-        // Nobody reads the file before it is there (a later load or exists).
-        comm_.barrier();
+        // Nobody reads the file before it is there (a later load or exists):
+        // the barrier, or under MPI the agreement's all-reduce.
+        if (!mpi_) comm_.barrier();
+        pollInterrupt();
         break;
       }
       case HostStmt::Eval: eval(s.value, false); break;
-      case HostStmt::SaveCheckpoint:
-        saveCheckpoint(s);
-        comm_.barrier();
+      case HostStmt::SaveCheckpoint: {
+        // An interrupt abandons a checkpoint being written (its temp file is
+        // removed; an older checkpoint at the path stays as it was).
+        bool stopped = false;
+        try {
+          saveCheckpoint(s);
+        } catch (const Interrupted&) {
+          if (!mpi_) throw;  // threads: the world's abort releases the others
+          stopped = true;
+        }
+        if (!mpi_) comm_.barrier();
+        pollInterrupt(stopped);
         break;
+      }
     }
   }
 };
 
+// The memory estimate: walks fn main in order (loop bodies once, both
+// branches of an if), building each thunk's per-rank program for the input
+// shardings the run will give it (host variables keep the sharding of the
+// result they hold), and measures the largest.
+class MemoryWalker {
+ public:
+  MemoryWalker(SpmdProgram& prog, MemoryEstimate& est) : prog_(prog), est_(est) {}
+
+  void block(const std::vector<HostStmt>& b) {
+    for (const auto& s : b) stmt(s);
+  }
+
+  void finish() {
+    const ir::Module& m = prog_.module();
+    for (const auto& p : m.params) {
+      ir::TensorType local{p.type.dtype, passes::localShape(m, p.type, p.sharding)};
+      est_.paramBytes = addBytes(est_.paramBytes, bytes(local));
+    }
+    for (const auto& [key, b] : states_) est_.stateBytes = addBytes(est_.stateBytes, b);
+  }
+
+ private:
+  SpmdProgram& prog_;
+  MemoryEstimate& est_;
+  std::map<std::string, std::optional<Sharding>> vars_;
+  std::map<std::string, uint64_t> states_;  // optimizer state -> bytes per rank
+
+  static uint64_t bytes(const ir::TensorType& t) { return (uint64_t)t.numElements() * 4; }
+
+  std::optional<Sharding> leaf(const HostLeaf& l) {
+    switch (l.kind) {
+      case HostLeaf::Var: {
+        auto it = vars_.find(l.name);
+        return it == vars_.end() ? std::nullopt : it->second;
+      }
+      case HostLeaf::Load: return l.sharding;
+      case HostLeaf::Batch: thunk(*l.sub, true); return std::nullopt;
+      case HostLeaf::Minimize: return thunk(*l.sub, false, true).resultShardings[0];
+      default: return std::nullopt;
+    }
+  }
+
+  const ir::Function& thunk(const Thunk& th, bool gather, bool minimize = false) {
+    std::vector<std::optional<Sharding>> in;
+    for (const auto& l : th.leaves) in.push_back(leaf(l));
+    const ir::Function& f = prog_.perRank(th, in, gather);
+    // Training states: the arguments after the thunk's own and the step.
+    const std::optional<ir::TrainRequest>& tr = th.fn->train;
+    size_t firstState = minimize && tr ? th.leaves.size() + 1 : f.args.size();
+    uint64_t inputs = 0, results = 0;
+    for (size_t i = 0; i < f.args.size(); ++i) {
+      uint64_t b = bytes(f.args[i]->type);
+      if (i >= firstState && i - firstState < tr->states.size()) {
+        const auto& st = tr->states[i - firstState];
+        states_["optimizer/" + tr->optimizer + "/" + st.param + "/" + st.slot] = b;
+      } else {
+        inputs = addBytes(inputs, b);
+      }
+    }
+    std::vector<const ir::Value*> seen;
+    for (const ir::Value* r : f.results) {
+      if (r->argIndex >= 0 || std::find(seen.begin(), seen.end(), r) != seen.end()) continue;
+      seen.push_back(r);
+      results = addBytes(results, bytes(r->type));
+    }
+    uint64_t work = backend::jitPlannedPeakBytes(f);
+    uint64_t total = addBytes(addBytes(inputs, work), results);
+    if (total > est_.activationBytes || !est_.where.valid()) {
+      est_.activationBytes = total;
+      est_.inputBytes = inputs;
+      est_.workspaceBytes = work;
+      est_.resultBytes = results;
+      est_.where = th.loc;
+    }
+    return f;
+  }
+
+  void stmt(const HostStmt& s) {
+    switch (s.kind) {
+      case HostStmt::Let: {
+        const ir::Function& f = thunk(s.value, false);
+        for (size_t i = 0; i < s.names.size() && i < f.resultShardings.size(); ++i)
+          vars_[s.names[i]] = f.resultShardings[i];
+        break;
+      }
+      case HostStmt::Assign: {
+        const ir::Function& f = thunk(s.value, false);
+        if (!f.resultShardings.empty()) vars_[s.names[0]] = f.resultShardings[0];
+        break;
+      }
+      case HostStmt::For:
+        thunk(s.lo, true);
+        thunk(s.hi, true);
+        vars_[s.names[0]] = std::nullopt;
+        block(s.body);
+        break;
+      case HostStmt::If:
+        thunk(s.cond, true);
+        block(s.body);
+        block(s.elseBody);
+        break;
+      case HostStmt::Print:
+        for (const auto& a : s.printArgs)
+          if (a.value) thunk(*a.value, true);
+        break;
+      case HostStmt::Save: thunk(s.value, true); break;
+      case HostStmt::Eval: thunk(s.value, false); break;
+      case HostStmt::SaveCheckpoint: break;
+    }
+  }
+};
+
+MemoryEstimate estimate(SpmdProgram& spmd, const frontend::CheckedProgram& prog) {
+  MemoryEstimate est;
+  MemoryWalker w(spmd, est);
+  w.block(prog.host.body);
+  w.finish();
+  return est;
+}
+
 }  // namespace
+
+MemoryEstimate estimateMemory(const frontend::CheckedProgram& prog, const RunOptions& opts) {
+  SpmdProgram spmd(prog, opts.seed);
+  return estimate(spmd, prog);
+}
+
+bool checkMemory(const MemoryEstimate& est, const RunOptions& opts, Diagnostics& diags) {
+  if (!opts.maxMemory || est.total() <= opts.maxMemory) return true;
+  diags.error(est.where, "the run needs about " + formatBytes(est.total()) +
+                             " of memory per rank, more than the limit of " + formatBytes(opts.maxMemory) +
+                             " per rank" + (opts.maxMemorySource.empty() ? "" : " (" + opts.maxMemorySource + ")"));
+  diags.note({}, "per rank: params " + formatBytes(est.paramBytes) + ", optimizer states " +
+                     formatBytes(est.stateBytes) + ", and " + formatBytes(est.activationBytes) +
+                     " for the largest computation, shown above (inputs " + formatBytes(est.inputBytes) +
+                     ", intermediates " + formatBytes(est.workspaceBytes) + ", results " +
+                     formatBytes(est.resultBytes) + ")");
+  return false;
+}
 
 bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagnostics& diags) {
   std::ostream& out = opts.out ? *opts.out : std::cout;
   SpmdProgram spmd(prog, opts.seed);
-  auto body = [&](int rank, backend::Communicator& comm) {
-    RankRunner r(spmd, prog.host, opts, rank, comm, out);
+  // The memory check partitions every thunk; the run reuses those programs.
+  if (opts.maxMemory && !checkMemory(estimate(spmd, prog), opts, diags)) return false;
+  MpiComm* mpiComm = nullptr;
+  auto body = [&](int rank, backend::Communicator& realComm) {
+    // TEST-ONLY: GSL_TEST_FAULT may wrap the communicator (runtime/TestFaults.h).
+    std::unique_ptr<backend::Communicator> faulty = faultInjectingComm(realComm, rank);
+    backend::Communicator& comm = faulty ? *faulty : realComm;
+    RankRunner r(spmd, prog.host, opts, rank, comm, out, mpiComm);
     r.run();
     if (rank == 0 && opts.commSeconds) *opts.commSeconds = comm.stats.seconds;
   };
@@ -539,12 +720,22 @@ bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagn
       diags.error({}, x.what());
     } catch (const UserError& x) {
       diags.error({}, x.what());
+    } catch (const Interrupted&) {
+      throw;
+    } catch (const std::bad_alloc&) {
+      diags.error({}, "out of memory: a tensor could not be allocated (the estimate before the run, which "
+                      "--max-memory limits, counts only the largest computation)");
+    } catch (const std::exception& x) {
+      diags.error({}, x.what());  // never a crash: whatever it is, reported
     }
   };
   if (opts.mpi) {
     MpiComm comm;
+    mpiComm = &comm;
     try {
       body(comm.rank(), comm);
+    } catch (const Interrupted&) {
+      throw;  // every rank agreed to stop: nothing to abort
     } catch (...) {
       report(std::current_exception());
       diags.print(std::cerr);
@@ -555,7 +746,7 @@ bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagn
   }
   auto errors = runRanks((int)prog.module->np, body);
   if (auto e = rootCause(errors)) {
-    report(e);
+    report(e);  // rethrows Interrupted
     return false;
   }
   return true;

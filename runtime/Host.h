@@ -43,10 +43,48 @@ struct RunOptions {
   std::string logPath;             // --log: one JSON object per training step
   bool progress = true;            // the training progress line (stderr, rank 0)
   double* commSeconds = nullptr;   // if set: rank 0's time in collectives (benchmarks)
+  // --max-memory: the most memory one rank may need, in bytes (0: no
+  // check). `maxMemorySource` says where the figure came from, for the
+  // message ("--max-memory 8G", "the available memory ... over 4 ranks").
+  uint64_t maxMemory = 0;
+  std::string maxMemorySource;
 };
 
+// What one rank of a run needs at its peak, estimated before it starts:
+// its blocks of the params, its blocks of the optimizer states (when
+// training), and the largest single computation of fn main: its inputs,
+// the JIT buffer planner's workspace (backend/jit: liveness-based reuse)
+// and its results. Host variables held across statements and buffers of
+// the engines themselves are not counted, so this is a lower bound of the
+// real peak. Building it partitions every thunk of fn main (as the run
+// does; runMain keeps the programs) and plans its buffers; nothing is
+// compiled or allocated.
+// a + b, saturating at 2^64 - 1 (sums of hostile sizes must not wrap).
+inline uint64_t addBytes(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
+
+struct MemoryEstimate {
+  uint64_t paramBytes = 0, stateBytes = 0;
+  uint64_t activationBytes = 0;  // the largest computation: inputs + workspace + results
+  uint64_t inputBytes = 0, workspaceBytes = 0, resultBytes = 0;  // its parts
+  SourceLoc where;               // that computation in fn main
+  uint64_t total() const { return addBytes(addBytes(paramBytes, stateBytes), activationBytes); }
+};
+MemoryEstimate estimateMemory(const frontend::CheckedProgram& prog, const RunOptions& opts);
+
+// Reports (to `diags`) that `est` needs more than opts.maxMemory, at the
+// largest computation: "the run needs about 74.5 GiB per rank, more than
+// the limit of 7.6 GiB per rank (--max-memory 8G)" and a note with the
+// parts. Returns false when it does (and reported), true when it fits.
+bool checkMemory(const MemoryEstimate& est, const RunOptions& opts, Diagnostics& diags);
+
 // Runs `fn main` of `prog` on prog.module->np ranks. Returns true on
-// success; false after reporting a run-time error to `diags`.
+// success; false after reporting a run-time error to `diags` (also when
+// opts.maxMemory is set and the estimate exceeds it: nothing runs then).
+// When the process was asked to stop (support/Interrupt.h: Ctrl-C), every
+// rank stops at its next safe point (the start of a host statement or
+// loop iteration; a checkpoint being written is abandoned and its temp file
+// removed) and runMain throws gsl::Interrupted. MPI ranks agree on stopping
+// at loop iterations and saves, so none is left waiting in a collective.
 bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagnostics& diags);
 
 }  // namespace gsl::runtime

@@ -331,6 +331,12 @@ void MpiComm::permute(const std::vector<int>& group, const std::vector<int64_t>&
 
 void MpiComm::barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
 
+bool MpiComm::anyRank(bool mine) {
+  int x = mine ? 1 : 0;
+  check(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  return x != 0;
+}
+
 void MpiComm::abort(const std::string& why) {
   std::fprintf(stderr, "gsl: rank %d failed: %s\n", rank_, why.c_str());
   std::fflush(stderr);

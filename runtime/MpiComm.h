@@ -64,6 +64,11 @@ class MpiComm : public backend::Communicator {
   // small extra all-gather per collective).
   void setCheckCalls(bool on) { checkCalls_ = on; }
 
+  // True on every rank when `mine` is true on any rank (one all-reduce of
+  // an int over MPI_COMM_WORLD; not counted in `stats`). Every rank must
+  // call it at the same point of the program.
+  bool anyRank(bool mine);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

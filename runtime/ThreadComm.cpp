@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <system_error>
 #include <thread>
+
+#include "support/Diagnostics.h"  // UserError
 
 namespace gsl::runtime {
 
@@ -368,7 +371,7 @@ std::vector<std::exception_ptr> runRanks(int n, const std::function<void(int, ba
   std::vector<std::thread> threads;
   threads.reserve(n);
   for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&world, &errors, &body, r] {
+    auto rankMain = [&world, &errors, &body, r] {
       try {
         ThreadComm comm(world, r);
         body(r, comm);
@@ -380,7 +383,19 @@ std::vector<std::exception_ptr> runRanks(int n, const std::function<void(int, ba
         world.abort(r, "unknown exception");
       }
       world.finished(r);
-    });
+    };
+    try {
+      threads.emplace_back(rankMain);
+    } catch (const std::system_error& e) {
+      // No thread for this rank (and the ones after it): the world fails,
+      // so the ranks already running stop instead of waiting for it.
+      std::string why = "cannot start the thread of rank " + std::to_string(r) + " of " + std::to_string(n) + " (" +
+                        e.code().message() + "); run fewer ranks, or use --mpi";
+      errors[r] = std::make_exception_ptr(UserError(why));
+      world.abort(r, why);
+      for (int q = r; q < n; ++q) world.finished(q);
+      break;
+    }
   }
   for (auto& t : threads) t.join();
   return errors;

@@ -1852,4 +1852,6 @@ Lowered lowerFunction(const ir::Function& f, const std::string& symbol, const Co
   return out;
 }
 
+size_t planPeakBytes(const ir::Function& f, const CodegenOptions& opts) { return makePlan(f, opts).peak; }
+
 }  // namespace gsl::backend::jit

@@ -60,4 +60,8 @@ struct Lowered {
 // pass pipeline).
 Lowered lowerFunction(const ir::Function& f, const std::string& symbol, const CodegenOptions& opts);
 
+// The workspace size lowerFunction would plan for `f` (the buffer planner
+// alone: no LLVM IR is built, so it is cheap).
+size_t planPeakBytes(const ir::Function& f, const CodegenOptions& opts);
+
 }  // namespace gsl::backend::jit

@@ -202,8 +202,8 @@ char* workspace(size_t bytes) {
     std::free(buf.p);
     size_t n = (bytes + 63) / 64 * 64;
     buf.p = static_cast<char*>(std::aligned_alloc(64, n));
-    GSL_ASSERT(buf.p, "jit: cannot allocate a workspace of " + std::to_string(n) + " bytes");
-    buf.size = n;
+    buf.size = buf.p ? n : 0;
+    if (!buf.p) throw std::bad_alloc();  // out of memory: reported as a user error by the host
   }
   return buf.p;
 }
@@ -260,6 +260,8 @@ std::unique_ptr<Engine> makeJitEngine(const KernelContext& ctx) { return std::ma
 uint64_t jitCompileCount() { return Compiler::get().compiles(); }
 
 size_t jitPeakBytes(const ir::Function& f) { return Compiler::get().lookup(f)->peakBytes; }
+
+size_t jitPlannedPeakBytes(const ir::Function& f) { return jit::planPeakBytes(f, jit::defaultCodegenOptions()); }
 
 std::string jitEmitLLVM(const ir::Function& f, bool optimized) { return Compiler::get().emit(f, optimized); }
 

@@ -32,6 +32,10 @@ uint64_t jitCompileCount();
 // liveness-based buffer reuse (compiles `f` if it is not cached yet).
 size_t jitPeakBytes(const ir::Function& f);
 
+// The same figure from the buffer planner alone, without compiling `f`
+// (cheap: used to check a run's memory before it starts).
+size_t jitPlannedPeakBytes(const ir::Function& f);
+
 // The LLVM IR of `f` (`gsl compile --emit llvm`): after the O3 pipeline, or
 // as generated when `optimized` is false. Does not touch the cache.
 std::string jitEmitLLVM(const ir::Function& f, bool optimized = true);

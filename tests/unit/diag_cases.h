@@ -9,7 +9,8 @@
 //   # fixture: NAME TYPE [= V0 V1 ...]      (run cases: a .npy file written before running;
 //   # fixture: NAME TYPE truncated           its last element cut off;
 //   # fixture: NAME directory                a folder;
-//   # fixture: NAME text CONTENT             a text file)
+//   # fixture: NAME text CONTENT             a text file;
+//   # fixture: NAME bytes CONTENT            raw bytes, \xNN escapes allowed)
 #pragma once
 #include <doctest/doctest.h>
 

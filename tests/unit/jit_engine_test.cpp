@@ -69,13 +69,13 @@ class BarrierComm : public Communicator {
     const size_t me = index(group);
     for (size_t k = 0; k < count; ++k) {
       float fs = 0;
-      int32_t is = 0;
+      uint32_t is = 0;  // i32 sums wrap (as the kernels'); f32 bits read as i32 would overflow
       for (int r : group) {
-        fs += ((const float*)w_.posted()[r])[me * count + k];
-        is += ((const int32_t*)w_.posted()[r])[me * count + k];
+        if (dt == DType::F32) fs += ((const float*)w_.posted()[r])[me * count + k];
+        else is += (uint32_t)((const int32_t*)w_.posted()[r])[me * count + k];
       }
       if (dt == DType::F32) ((float*)recv)[k] = fs;
-      else ((int32_t*)recv)[k] = is;
+      else ((int32_t*)recv)[k] = (int32_t)is;
     }
     w_.sync();
   }

@@ -65,6 +65,19 @@ void makeFixture(const std::string& spec) {
     std::ofstream(name) << rest.substr(5);
     return;
   }
+  if (rest.rfind("bytes ", 0) == 0) {  // raw bytes, \xNN escapes allowed
+    std::string b, t = rest.substr(6);
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (t[i] == '\\' && i + 3 < t.size() && t[i + 1] == 'x') {
+        b += (char)std::stoi(t.substr(i + 2, 2), nullptr, 16);
+        i += 3;
+      } else {
+        b += t[i];
+      }
+    }
+    std::ofstream(name, std::ios::binary) << b;
+    return;
+  }
   bool truncated = false;
   if (auto p = rest.rfind(" truncated"); p != std::string::npos && p + 10 == rest.size()) {
     truncated = true;

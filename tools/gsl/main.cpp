@@ -3,6 +3,9 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 
@@ -16,7 +19,10 @@
 #include "passes/SpmdPartitioner.h"
 #include "repl/Repl.h"
 #include "runtime/Host.h"
+#include "runtime/Memory.h"
 #include "runtime/MpiComm.h"
+#include "runtime/MpiLaunch.h"
+#include "support/Interrupt.h"
 
 namespace {
 
@@ -38,9 +44,14 @@ bool parseDefines(const Common& c, gsl::frontend::Options& o) {
     auto eq = d.find('=');
     std::string k = d.substr(0, eq), v = eq == std::string::npos ? "" : d.substr(eq + 1);
     char* end = nullptr;
+    errno = 0;
     long long x = v.empty() ? 0 : std::strtoll(v.c_str(), &end, 10);
     if (eq == std::string::npos || k.empty() || v.empty() || *end != '\0') {
       std::cerr << "gsl: usage error: -D expects NAME=INTEGER, got '" << d << "'\n";
+      return false;
+    }
+    if (errno == ERANGE) {
+      std::cerr << "gsl: usage error: -D " << d << ": the value does not fit in a 64-bit integer\n";
       return false;
     }
     o.defines[k] = x;
@@ -69,24 +80,41 @@ std::unique_ptr<gsl::frontend::CheckedProgram> build(const Common& c, gsl::Sourc
   return prog;
 }
 
-// `gsl run --mpi`: re-runs this command under mpirun, one process per rank.
+// `gsl run --mpi`: runs this command again under mpirun, one process per
+// rank (runtime/MpiLaunch.h), without --mpi.
 int launchMpirun(const std::vector<std::string>& revArgs, int64_t np) {
-  std::vector<std::string> cmd = {"mpirun", "-np", std::to_string(np), "--oversubscribe"};
-  if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
-  // Shared memory and loopback only: works offline and in containers.
-  for (const char* a : {"--mca", "btl", "self,vader", "--mca", "btl_vader_single_copy_mechanism", "none"})
-    cmd.push_back(a);
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  cmd.push_back(n > 0 ? std::string(self, n) : "gsl");
+  std::vector<std::string> args;
   for (auto it = revArgs.rbegin(); it != revArgs.rend(); ++it)
-    if (*it != "--mpi") cmd.push_back(*it);
-  std::vector<char*> argv;
-  for (auto& c : cmd) argv.push_back(c.data());
-  argv.push_back(nullptr);
-  execvp("mpirun", argv.data());
-  std::cerr << "gsl: error: cannot start mpirun (install openmpi-bin): " << std::strerror(errno) << "\n";
-  return 1;
+    if (*it != "--mpi") args.push_back(*it);
+  return gsl::runtime::launchUnderMpirun(n > 0 ? std::string(self, n) : "gsl", args, np);
+}
+
+// The per-rank memory limit of `gsl run` (runtime/Host.h, checkMemory):
+// --max-memory if given (0: no check), else the machine's available memory
+// shared by the ranks on this machine (all NP ranks, except under a bare
+// mpirun: OMPI_COMM_WORLD_LOCAL_SIZE). False on a malformed size.
+bool memoryLimit(const std::string& flag, int64_t np, gsl::runtime::RunOptions& ro) {
+  if (!flag.empty()) {
+    auto v = gsl::runtime::parseByteSize(flag);
+    if (!v) {
+      std::cerr << "gsl: usage error: --max-memory expects a size such as 512M or 8G, got '" << flag << "'\n";
+      return false;
+    }
+    ro.maxMemory = *v;
+    ro.maxMemorySource = "--max-memory " + flag;
+    return true;
+  }
+  auto avail = gsl::runtime::availableMemory();
+  if (!avail) return true;  // no /proc/meminfo: no check
+  int64_t local = np;
+  if (const char* l = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) local = std::max(1, std::atoi(l));
+  ro.maxMemory = *avail / (uint64_t)std::max<int64_t>(1, local);
+  ro.maxMemorySource = "the available memory, " + gsl::runtime::formatBytes(*avail) +
+                       (local > 1 ? ", shared by " + std::to_string(local) + " ranks" : "") +
+                       "; --max-memory sets the limit";
+  return true;
 }
 
 std::string statsJson(const gsl::ir::Module& mod, const std::vector<std::unique_ptr<gsl::ir::Function>>& perRank,
@@ -102,10 +130,11 @@ std::string statsJson(const gsl::ir::Module& mod, const std::vector<std::unique_
     bool user = std::find(userFns.begin(), userFns.end(), f->name) != userFns.end();
     if (only.empty() ? !user : f->name != only) continue;
     // The cost model's figures, plus the peak bytes of the JIT's buffer
-    // planner (liveness-based reuse) for the compiled per-rank program.
+    // planner (liveness-based reuse) for the per-rank program (planned
+    // without compiling it: --stats stays fast for a 600B-param model).
     std::string cost = gsl::passes::costJson(gsl::passes::estimateCost(mod, *f), 4);
     cost.insert(cost.find('\n') + 1,
-                "      \"jit_peak_bytes\": " + std::to_string(gsl::backend::jitPeakBytes(*f)) + ",\n");
+                "      \"jit_peak_bytes\": " + std::to_string(gsl::backend::jitPlannedPeakBytes(*f)) + ",\n");
     s += std::string(first ? "\n" : ",\n") + "    \"" + f->name + "\": " + cost;
     first = false;
   }
@@ -133,6 +162,10 @@ int main(int argc, char** argv) {
   run->add_option("--resume", resume, "continue training from a checkpoint written by save_checkpoint");
   run->add_option("--log", logPath, "write one JSON object per training step to this file");
   run->add_flag("--no-progress", noProgress, "no training progress line");
+  std::string maxMemory;
+  run->add_option("--max-memory", maxMemory,
+                  "refuse to start when one rank would need more memory than this (512M, 8G; 0: no check; "
+                  "default: the available memory shared by the ranks)");
 
   auto* check = app.add_subcommand("check", "parse, type, shape and sharding checks only");
   addCommon(check, checkC);
@@ -201,22 +234,51 @@ int main(int argc, char** argv) {
 
   if (*run) {
     bool underMpirun = gsl::runtime::MpiSession::launchedByMpirun();
-    if (mpi && !underMpirun) return launchMpirun(originalArgs, runC.np);
+    // Ctrl-C: the ranks stop at their next safe point; a second one exits
+    // at once (removing temp files). Ranks under mpirun get it as SIGUSR1
+    // (runtime/MpiLaunch.h), handled from the start: the default action
+    // would end the rank.
+    if (underMpirun) {
+      gsl::installInterruptHandler(SIGUSR1, "", 130);
+      gsl::installInterruptHandler(SIGINT, "", 130);
+    }
+    gsl::runtime::RunOptions ro;
+    if (!memoryLimit(maxMemory, runC.np, ro)) return 2;
     auto prog = build(runC, sm, diags, rc);
     if (!prog) return rc;
     if (!prog->host.hasMain) {
       std::cerr << runC.file << ": error: the program has no fn main() to run\n";
       return 1;
     }
-    gsl::runtime::RunOptions ro;
     ro.seed = seed;
+    if (mpi && !underMpirun) {
+      // Compile errors and the memory check once, here, before any rank starts.
+      gsl::Diagnostics rdiags(sm);
+      bool fits = gsl::runtime::checkMemory(gsl::runtime::estimateMemory(*prog, ro), ro, rdiags);
+      rdiags.print(std::cerr);
+      if (!fits) return 1;
+      return launchMpirun(originalArgs, runC.np);
+    }
+    if (underMpirun && gsl::runtime::underGslLauncher()) ro.maxMemory = 0;  // checked before mpirun
     ro.engine = engine;
     ro.mpi = underMpirun;
     ro.resume = resume;
     ro.logPath = logPath;
     ro.progress = !noProgress;
+    if (!underMpirun) gsl::installInterruptHandler(SIGINT, "gsl: interrupted\n", 130);
     gsl::Diagnostics rdiags(sm);
-    bool ok = gsl::runtime::runMain(*prog, ro, rdiags);
+    bool ok = false;
+    try {
+      ok = gsl::runtime::runMain(*prog, ro, rdiags);
+    } catch (const gsl::Interrupted&) {
+      rdiags.print(std::cerr);
+      // Under gsl's launcher the ranks end normally (no mpirun error
+      // report); the launcher sees rank 0's line and exits 130.
+      bool rank0 = !underMpirun || std::getenv("OMPI_COMM_WORLD_RANK") == nullptr ||
+                   std::string(std::getenv("OMPI_COMM_WORLD_RANK")) == "0";
+      if (rank0) std::cerr << "gsl: interrupted" << std::endl;
+      return underMpirun && gsl::runtime::underGslLauncher() ? 0 : 130;
+    }
     rdiags.print(std::cerr);
     return ok ? 0 : 1;
   }
