@@ -68,9 +68,10 @@ clean:
 	rm -rf $(BUILD)
 
 # The whole ctest suite under AddressSanitizer + UndefinedBehaviorSanitizer
-# (gcc, -O1, in build-asan/; test timeouts x5). Not part of `make test`: it
+# (gcc, -O1, in build-asan/; test timeouts x5, the fault tests' own time
+# limits x6: GSL_TEST_TIME_SCALE). Not part of `make test`: it
 # takes about an hour on 2 cores (docs/robustness.md has the figures). Leak
-# reports from third-party libraries (OpenMPI, LLVM, ANTLR) are suppressed
+# reports from third-party libraries (OpenMPI, libedit) are suppressed
 # by tests/asan/lsan.supp; any report in GSL's code fails the test that hit
 # it. The tests that run MPI processes (named mpi_* or *_mpi*) run second, with
 # the slow unwinder (OpenMPI has no frame pointers, so its allocations
@@ -80,7 +81,8 @@ clean:
 ASAN_BUILD ?= build-asan
 ASAN_CFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 ASAN_COMMON := UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-               LSAN_OPTIONS=suppressions=$(CURDIR)/tests/asan/lsan.supp:print_suppressions=0
+               LSAN_OPTIONS=suppressions=$(CURDIR)/tests/asan/lsan.supp:print_suppressions=0 \
+               GSL_TEST_TIME_SCALE=6
 ASAN_ENV := $(ASAN_COMMON) ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1
 ASAN_MPI_ENV := $(ASAN_COMMON) ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:fast_unwind_on_malloc=0 \
                 OMPI_MCA_mca_base_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1

@@ -7,8 +7,10 @@
 # file on disk): the write is abandoned and the older checkpoint stays
 # byte for byte.
 # Usage: sigint_test.sh GSL [--mpi]     (threads by default)
+# GSL_TEST_TIME_SCALE (default 1) multiplies the time limits (make test-asan).
 set -u
 GSL=$1
+S=${GSL_TEST_TIME_SCALE:-1}
 MODE=${2:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
 T=$(mktemp -d)
@@ -20,13 +22,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Waits (at most 120 s: sanitizer builds are slow) until `cond` (a shell
-# command) holds while the run lives.
+# Waits (at most 60 s) until `cond` (a shell command) holds while the run lives.
 wait_for() {
   i=0
   while ! eval "$1"; do
     kill -0 "$gsl_pid" 2>/dev/null || fail "the run ended early, waiting for: $1"
-    [ $i -lt 1200 ] || fail "timed out waiting for: $1"
+    [ $i -lt $((600 * S)) ] || fail "timed out waiting for: $1"
     sleep 0.1
     i=$((i + 1))
   done
@@ -38,8 +39,8 @@ interrupt() {
   start=$(date +%s.%N)
   kill -INT "$gsl_pid"
   i=0
-  while kill -0 "$gsl_pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-  kill -0 "$gsl_pid" 2>/dev/null && fail "still running 10 s after SIGINT (hang)"
+  while kill -0 "$gsl_pid" 2>/dev/null && [ $i -lt $((100 * S)) ]; do sleep 0.1; i=$((i + 1)); done
+  kill -0 "$gsl_pid" 2>/dev/null && fail "still running $((10 * S)) s after SIGINT (hang)"
   wait "$gsl_pid"
   rc=$?
   gsl_pid=""
