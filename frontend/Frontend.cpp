@@ -97,6 +97,10 @@ struct Loader {
     auto ast = parseProgram(sm, file, diags);
     if (!ast) return;
     ast::Program* p = ast.get();
+    // A file never imports itself: examples/moe.gsl's `import "moe.gsl"`
+    // finds stdlib/moe.gsl.
+    std::error_code sec;
+    const fs::path self = fs::weakly_canonical(display, sec);
     prog.asts.push_back(std::move(ast));
     for (const auto& d : p->decls) {
       if (d->kind != ast::DeclKind::Import) {
@@ -105,10 +109,6 @@ struct Loader {
       }
       std::vector<std::string> dirs{dir};
       dirs.insert(dirs.end(), opts.importPath.begin(), opts.importPath.end());
-      // A file never imports itself: examples/moe.gsl's `import "moe.gsl"`
-      // finds stdlib/moe.gsl.
-      std::error_code sec;
-      fs::path self = fs::weakly_canonical(display, sec);
       std::string found;
       for (const auto& base : dirs) {
         fs::path cand = fs::path(base) / d->name;

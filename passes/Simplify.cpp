@@ -55,10 +55,7 @@ ir::Value* fold(ir::Op& op) {
       auto c = constantValue(op.operands[0]);
       if (!c) return nullptr;
       ir::Value* pick = *c != 0 ? op.operands[1] : op.operands[2];
-      if (pick->type != op.result->type) return nullptr;
-      if (op.result->sharding.has_value() != pick->sharding.has_value() ||
-          (pick->sharding && pick->sharding->str() != op.result->sharding->str()))
-        return nullptr;
+      if (pick->type != op.result->type || pick->sharding != op.result->sharding) return nullptr;
       return pick;
     }
     default: return nullptr;
