@@ -83,6 +83,8 @@ struct Stmt {
 };
 
 enum class DeclKind { Import, Const, Mesh, Param, Fn, Optimizer, Dataset };
+// The keyword that declares it: "import", "const", ..., "fn", ...
+const char* declKindName(DeclKind k);
 
 struct MeshAxisDecl {
   std::string name;

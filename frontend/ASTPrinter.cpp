@@ -139,6 +139,19 @@ void block(std::ostringstream& os, const Block& b, int ind) {
 
 }  // namespace
 
+const char* declKindName(DeclKind k) {
+  switch (k) {
+    case DeclKind::Import: return "import";
+    case DeclKind::Const: return "const";
+    case DeclKind::Mesh: return "mesh";
+    case DeclKind::Param: return "param";
+    case DeclKind::Fn: return "fn";
+    case DeclKind::Optimizer: return "optimizer";
+    case DeclKind::Dataset: return "dataset";
+  }
+  return "?";
+}
+
 std::string printAST(const Program& p) {
   std::ostringstream os;
   for (const auto& dp : p.decls) {

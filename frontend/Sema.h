@@ -1,6 +1,8 @@
 // Semantic analysis and lowering to IR (see frontend/Frontend.h for where
 // it sits). One entry point: checks the declarations of all files of a
 // program (imports first, in order) and builds the module and host script.
+// The implementation is one class split by concern over several files;
+// frontend/SemaImpl.h lists them.
 #pragma once
 #include <vector>
 

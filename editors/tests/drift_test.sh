@@ -56,9 +56,9 @@ sematext=$(sed 's://.*$::' "$sema" | tr '\n' ' ')
 wordset() { grep -o "$1[[:space:]]*=[[:space:]]*{[^}]*}" <<<"$sematext" | grep -o '"[^"]*"' | tr -d '"' | sort -u; }
 host=$(wordset kHostBuiltins)
 inits=$(wordset kInitializers)
-optimizers=$(grep -o 'void declOptimizer(.*void declDataset(' <<<"$sematext" \
+optimizers=$(grep -o 'void Sema::declOptimizer(.*void Sema::declDataset(' <<<"$sematext" \
              | grep -o '{"[A-Za-z_][A-Za-z_0-9]*",[[:space:]]*{Optimizer::' | grep -o '"[^"]*"' | tr -d '"' | sort -u)
-datasets=$(grep -o 'void declDataset(.*' <<<"$sematext" | grep -o '^.*out_\.host\.datasets\.push_back' \
+datasets=$(grep -o 'void Sema::declDataset(.*' <<<"$sematext" | grep -o '^.*out_\.host\.datasets\.push_back' \
            | grep -o 'e\.text == "[A-Za-z_][A-Za-z_0-9]*"' | grep -o '"[^"]*"' | tr -d '"' | sort -u)
 
 for v in keywords dtypes builtins host inits optimizers datasets; do
