@@ -96,7 +96,7 @@ double seconds(int64_t np, int64_t steps, int64_t moe) {
   gsl::Diagnostics diags(sm);
   auto prog = compile(np, steps, moe, sm, diags);
   gsl::runtime::RunOptions ro;
-  ro.engine = "jit";
+  ro.engine = gsl::runtime::Engine::Jit;
   std::ostringstream out;
   ro.out = &out;
   ro.progress = false;

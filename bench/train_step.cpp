@@ -16,7 +16,7 @@ struct Result {
   double secondsPerStep, commShare;
 };
 
-static std::string engine = "jit";
+static gsl::runtime::Engine engine = gsl::runtime::Engine::Jit;
 
 static Result run(int64_t np, int64_t dp, int64_t steps) {
   gsl::SourceManager sm;
@@ -32,7 +32,7 @@ static Result run(int64_t np, int64_t dp, int64_t steps) {
   }
   gsl::passes::runGlobalPipeline(*prog->module);
   gsl::runtime::RunOptions ro;
-  ro.engine = engine;  // "jit" as `gsl run` (RunOptions defaults to the interpreter)
+  ro.engine = engine;
   std::ostringstream out;
   ro.out = &out;
   ro.progress = false;
@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   int64_t steps = quick ? 3 : 40;
   // --quick (ctest: it runs, nothing timed) skips the JIT's compilation.
-  if (quick) engine = "interp";
+  if (quick) engine = gsl::runtime::Engine::Interp;
   const int64_t tokens = 16 * 16;  // B * S of the example
   // A first run of each compiles its programs into the process-wide JIT
   // cache (keyed by the per-rank program, which STEPS does not change), so

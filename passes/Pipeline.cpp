@@ -10,6 +10,24 @@
 
 namespace gsl::passes {
 
+const char* emitKindName(EmitKind k) {
+  switch (k) {
+    case EmitKind::Ast: return "ast";
+    case EmitKind::Ir: return "ir";
+    case EmitKind::Sharded: return "sharded";
+    case EmitKind::Spmd: return "spmd";
+    case EmitKind::Llvm: return "llvm";
+  }
+  GSL_ASSERT(false, "emitKindName: not an EmitKind");
+  return "";
+}
+
+std::optional<EmitKind> parseEmitKind(std::string_view s) {
+  for (EmitKind k : kEmitKinds)
+    if (s == emitKindName(k)) return k;
+  return std::nullopt;
+}
+
 void runGlobalPipeline(ir::Module& m) {
   // 1. The front end's output must be well-formed IR.
   ir::verifyOrDie(m, "the front end");

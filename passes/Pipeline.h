@@ -20,6 +20,15 @@ namespace gsl::passes {
 
 void runGlobalPipeline(ir::Module& m);
 
+// The stages `gsl compile --emit` prints: the AST, the global IR (after the
+// global stage), the IR with every value's sharding (after propagation),
+// the per-rank programs, and their LLVM IR.
+enum class EmitKind { Ast, Ir, Sharded, Spmd, Llvm };
+inline constexpr EmitKind kEmitKinds[] = {EmitKind::Ast, EmitKind::Ir, EmitKind::Sharded, EmitKind::Spmd,
+                                          EmitKind::Llvm};
+const char* emitKindName(EmitKind k);                       // "ast", "ir", "sharded", "spmd", "llvm"
+std::optional<EmitKind> parseEmitKind(std::string_view s);  // inverse of emitKindName
+
 // `f` (its args' shardings set to how the inputs lie) is propagated in
 // place and partitioned. With `gather`, every result is made replicated.
 std::unique_ptr<ir::Function> buildPerRankProgram(const ir::Module& m, ir::Function& f, bool gather);

@@ -237,6 +237,7 @@ std::unique_ptr<Build> Session::compile(const Assembled& a) const {
 bool Session::run(const Build& b, std::string& shown) const {
   std::ostringstream os;
   runtime::RunOptions ro;
+  ro.engine = runtime::Engine::Interp;
   ro.out = &os;
   Diagnostics rd(*b.sm);
   bool ok = runtime::runMain(*b.prog, ro, rd);

@@ -140,7 +140,7 @@ class RankRunner {
     ctx.comm = &comm;
     ctx.param = [this](const std::string& n) -> const Tensor& { return params_.at(n); };
     ctx.mesh = [&m](const std::string& n) -> const ir::Mesh& { return *m.findMesh(n); };
-    engine_ = o.engine == "jit" ? backend::makeJitEngine(ctx) : backend::makeInterpreterEngine(ctx);
+    engine_ = o.engine == Engine::Jit ? backend::makeJitEngine(ctx) : backend::makeInterpreterEngine(ctx);
     if (!o.resume.empty()) restore(o.resume);
     if (rank == 0 && !o.logPath.empty()) {
       log_.open(o.logPath, std::ios::out | std::ios::trunc);

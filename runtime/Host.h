@@ -34,9 +34,13 @@
 
 namespace gsl::runtime {
 
+// The execution engine of a run (`--engine`): the reference interpreter
+// (backend/Interpreter) or the LLVM JIT (backend/jit).
+enum class Engine { Interp, Jit };
+
 struct RunOptions {
   uint64_t seed = 0;               // --seed: params and random_uniform
-  std::string engine = "interp";   // --engine
+  Engine engine = Engine::Jit;     // --engine (jit, as `gsl run`)
   std::ostream* out = nullptr;     // where print writes (default std::cout)
   bool mpi = false;                // this process is one MPI rank (under mpirun)
   std::string resume;              // --resume: a checkpoint to start from

@@ -121,6 +121,7 @@ TEST_CASE("run-time diag corpus: every case fails at run time with exactly its e
       gsl::passes::runGlobalPipeline(*prog->module);  // as `gsl run` does
       std::ostringstream out;
       gsl::runtime::RunOptions ro;
+      ro.engine = gsl::runtime::Engine::Interp;  // as before the default became the JIT
       ro.out = &out;
       gsl::Diagnostics rdiags(sm);
       CHECK_FALSE(gsl::runtime::runMain(*prog, ro, rdiags));
@@ -141,6 +142,7 @@ TEST_CASE("run-time diag: output printed before the error is kept") {
   gsl::passes::runGlobalPipeline(*prog->module);
   std::ostringstream out;
   gsl::runtime::RunOptions ro;
+  ro.engine = gsl::runtime::Engine::Interp;  // as before the default became the JIT
   ro.out = &out;
   gsl::Diagnostics rdiags(sm);
   CHECK_FALSE(gsl::runtime::runMain(*prog, ro, rdiags));

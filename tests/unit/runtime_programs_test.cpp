@@ -159,7 +159,7 @@ std::vector<fs::path> programs() {
   return r;
 }
 
-void runProgram(const fs::path& path, const std::string& engine) {
+void runProgram(const fs::path& path, gsl::runtime::Engine engine) {
   ProgramSpec spec = readSpec(path.string());
   REQUIRE_MESSAGE(spec.argError.empty(), spec.argError);
   REQUIRE_MESSAGE(!spec.expect.empty(), path.filename().string() << " has no '# expect:' lines");
@@ -215,8 +215,8 @@ TEST_CASE("tests/programs: printed output matches the # expect: lines") {
   for (size_t i = 0; i < all.size(); ++i) {
     // Every program on both engines: the reference interpreter and the JIT.
     SUBCASE(names[i].c_str()) {
-      runProgram(all[i], "interp");
-      runProgram(all[i], "jit");
+      runProgram(all[i], gsl::runtime::Engine::Interp);
+      runProgram(all[i], gsl::runtime::Engine::Jit);
     }
   }
 }

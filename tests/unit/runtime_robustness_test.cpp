@@ -98,6 +98,7 @@ TEST_CASE("memory estimate: params, optimizer states and the largest computation
   }());
   passes::runGlobalPipeline(*prog->module);
   RunOptions ro;
+  ro.engine = Engine::Interp;  // as before the default became the JIT
   MemoryEstimate est = estimateMemory(*prog, ro);
   CHECK(est.paramBytes == 256u << 10);
   CHECK(est.stateBytes == 512u << 10);
@@ -174,6 +175,7 @@ TEST_CASE("interrupt: a run stops at its next statement and runMain throws Inter
   } buf;
   std::ostream out(&buf);
   RunOptions ro;
+  ro.engine = Engine::Interp;  // as before the default became the JIT
   ro.out = &out;
   Diagnostics rd(sm);
   CHECK_THROWS_AS(runMain(*prog, ro, rd), Interrupted);

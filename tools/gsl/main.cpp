@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
 
   Common runC, checkC, compileC;
   uint64_t seed = 0;
-  std::string engine = "jit";
+  std::string engine = "jit";  // parsed into runtime::Engine after the command line
   bool mpi = false;
   auto* run = app.add_subcommand("run", "run fn main of a program");
   addCommon(run, runC);
@@ -170,11 +170,13 @@ int main(int argc, char** argv) {
   auto* check = app.add_subcommand("check", "parse, type, shape and sharding checks only");
   addCommon(check, checkC);
 
-  std::string emit, fn;
+  std::string emit, fn;  // emit: parsed into passes::EmitKind after the command line
+  std::vector<std::string> emitNames;
+  for (gsl::passes::EmitKind k : gsl::passes::kEmitKinds) emitNames.push_back(gsl::passes::emitKindName(k));
   auto* compile = app.add_subcommand("compile", "print a compiler stage");
   addCommon(compile, compileC);
   compile->add_option("--emit", emit, "what to print")
-      ->check(CLI::IsMember({"ast", "ir", "sharded", "spmd", "llvm"}));
+      ->check(CLI::IsMember(emitNames));
   compile->add_option("--fn", fn, "only this function");
   bool stats = false;
   std::string statsFormat;
@@ -224,7 +226,13 @@ int main(int argc, char** argv) {
     ro.echo = replEcho;
     return gsl::repl::runRepl(ro);
   }
-  if (*compile && emit.empty() && !stats) {
+  // The command line's words, parsed once into the compiler's types (CLI11
+  // has checked their spelling).
+  using gsl::passes::EmitKind;
+  const std::optional<EmitKind> emitKind = gsl::passes::parseEmitKind(emit);
+  const gsl::runtime::Engine engineKind = engine == "interp" ? gsl::runtime::Engine::Interp : gsl::runtime::Engine::Jit;
+
+  if (*compile && !emitKind && !stats) {
     std::cerr << "gsl: usage error: compile needs --emit ast|ir|sharded|spmd|llvm or --stats json\n";
     return 2;
   }
@@ -260,7 +268,7 @@ int main(int argc, char** argv) {
       return launchMpirun(originalArgs, runC.np);
     }
     if (underMpirun && gsl::runtime::underGslLauncher()) ro.maxMemory = 0;  // checked before mpirun
-    ro.engine = engine;
+    ro.engine = engineKind;
     ro.mpi = underMpirun;
     ro.resume = resume;
     ro.logPath = logPath;
@@ -290,7 +298,7 @@ int main(int argc, char** argv) {
     auto prog = build(compileC, sm, diags, rc);
     if (!prog) return rc;
     gsl::ir::Module& mod = *prog->module;
-    if (emit == "ast") {
+    if (emitKind == EmitKind::Ast) {
       for (const auto& a : prog->asts) {
         if (prog->asts.size() > 1) std::cout << "# file " << sm.name(a->file) << "\n";
         std::cout << gsl::ast::printAST(*a);
@@ -304,24 +312,24 @@ int main(int argc, char** argv) {
     auto selected = [&](const gsl::ir::Function& f) { return fn.empty() || f.name == fn; };
     // ir: the global IR; sharded: after propagation; spmd: the per-rank programs.
     std::vector<std::unique_ptr<gsl::ir::Function>> perRank;
-    if (emit == "sharded" || emit == "spmd" || emit == "llvm" || stats) {
+    if (stats || emitKind == EmitKind::Sharded || emitKind == EmitKind::Spmd || emitKind == EmitKind::Llvm) {
       for (auto& f : mod.functions) {
         auto copy = f->clone();
         perRank.push_back(gsl::passes::buildPerRankProgram(mod, *copy, false));
-        if (emit == "sharded") f = std::move(copy);
+        if (emitKind == EmitKind::Sharded) f = std::move(copy);
       }
     }
     if (stats) {
       std::cout << statsJson(mod, perRank, prog->userFunctions, fn);
       return 0;
     }
-    if (emit == "llvm") {
+    if (emitKind == EmitKind::Llvm) {
       // The optimised LLVM IR of each per-rank program, as the JIT compiles it.
       for (auto& f : perRank)
         if (selected(*f)) std::cout << gsl::backend::jitEmitLLVM(*f, true) << "\n";
       return 0;
     }
-    if (emit == "spmd") {
+    if (emitKind == EmitKind::Spmd) {
       std::cout << "# per-rank program for np = " << mod.np << " (one program, run by every rank)\n";
       for (auto& m : mod.meshes) std::cout << m.str() << "\n";
       for (auto& f : perRank)
