@@ -1,24 +1,55 @@
 #include "passes/Simplify.h"
 
+#include <bit>
+#include <compare>
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
+#include <tuple>
+#include <type_traits>
+#include <variant>
+#include <vector>
 
 namespace gsl::passes {
 namespace {
 
-// The identity of an op's computation: kind, operands, attributes, type.
-std::string keyOf(const ir::Op& op) {
-  std::ostringstream k;
-  k << (int)op.kind << "(";
-  for (const ir::Value* v : op.operands) k << (const void*)v << ",";
-  k << "){";
-  for (const auto& [name, a] : op.attrs.all()) k << name << "=" << ir::attrStr(a) << ";";
-  k << "}:" << op.result->type.str();
-  if (op.result->sharding) k << "@" << op.result->sharding->str();
-  return k.str();
+// An attribute value as a CSE key: as ir::Attr, but a double is compared by
+// its bits, so that 0.0 and -0.0 stay apart and a NaN equals itself (a
+// strict weak order, which std::map needs).
+struct DoubleBits {
+  uint64_t bits;
+  auto operator<=>(const DoubleBits&) const = default;
+};
+using AttrKey = std::variant<int64_t, DoubleBits, bool, std::string, std::vector<int64_t>, ir::DType>;
+
+AttrKey attrKey(const ir::Attr& a) {
+  return std::visit(
+      [](const auto& v) -> AttrKey {
+        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, double>) return DoubleBits{std::bit_cast<uint64_t>(v)};
+        else return v;
+      },
+      a);
+}
+
+// The identity of an op's computation: kind, operands, attributes, type
+// and sharding. Two ops with equal keys compute the same value.
+struct CseKey {
+  ir::OpKind kind;
+  std::vector<const ir::Value*> operands;
+  std::vector<std::pair<std::string, AttrKey>> attrs;
+  ir::DType dtype;
+  ir::Shape shape;
+  // The result's sharding, if any: (mesh, dims, partial).
+  std::optional<std::tuple<std::string, std::vector<std::vector<std::string>>, std::vector<std::string>>> sharding;
+  auto operator<=>(const CseKey&) const = default;
+};
+
+CseKey keyOf(const ir::Op& op) {
+  CseKey k{op.kind, {op.operands.begin(), op.operands.end()}, {}, op.result->type.dtype, op.result->type.shape, {}};
+  for (const auto& [name, a] : op.attrs.all()) k.attrs.emplace_back(name, attrKey(a));
+  if (const auto& s = op.result->sharding) k.sharding = std::make_tuple(s->mesh, s->dims, s->partial);
+  return k;
 }
 
 // The value of a scalar `constant` op (bool, int or float attribute).
@@ -64,7 +95,7 @@ ir::Value* fold(ir::Op& op) {
 
 int eliminateCommonSubexpressions(ir::Function& f) {
   std::map<const ir::Value*, ir::Value*> replaced;
-  std::map<std::string, ir::Value*> seen;
+  std::map<CseKey, ir::Value*> seen;
   std::vector<std::unique_ptr<ir::Op>> kept;
   int removed = 0;
   for (auto& op : f.ops) {
