@@ -1,18 +1,21 @@
 // The pass pipeline: the one ordered list of passes, in two stages.
 //
-// Global stage (once per program, on the module the front end built):
-//   1. verify           the front end's output is well-formed IR
-//   2. shape inference  exact types, canonical attributes
+// Global stage (once per program, on the module the front end built; the
+// verifier runs after each pass):
+//   1. verify              the front end's output is well-formed IR
+//   2. shape inference     exact types, canonical attributes
 //   3. training expansion  autodiff + optimizer updates (passes/Training)
-//   4. verify
 //
 // Per-rank stage (per function, for given input shardings; the result is
 // ONE program that every rank runs, whatever the number of ranks):
 //   1. sharding propagation  every value gets a sharding
 //   2. SPMD partitioning     local shapes, collectives, partial sums resolved
-//   3. verify                the per-rank program is well-formed
+//   3. simplification        common subexpressions merged, dead ops removed
+//   4. verify                the per-rank program is well-formed
 #pragma once
 #include <memory>
+#include <optional>
+#include <string_view>
 
 #include "ir/Module.h"
 

@@ -4,8 +4,8 @@
 //   FILE:LINE:COL: error: MESSAGE
 //       <the source line>
 //       <spaces>^
-// Internal compiler errors are NOT diagnostics: they use GSL_INTERNAL /
-// gsl::internalError, which says "internal error" and aborts.
+// Internal compiler errors are NOT diagnostics: they use GSL_ASSERT (below)
+// / gsl::internalError, which says "internal error" and aborts.
 #pragma once
 #include <memory>
 #include <ostream>
