@@ -133,3 +133,39 @@ TEST_CASE("simplify: a where on a constant condition keeps the branch it picks")
       "}\n";
   CHECK(simplified(keep) == keep);
 }
+
+TEST_CASE("simplify: CSE compares attribute values by type and bits, not by text") {
+  // The same float twice is one constant; 0.0 and -0.0 are two (as are an
+  // int and a float attribute of equal value).
+  std::string before = std::string(kHeader) +
+      "func @f(%0: f32) -> (f32, f32, f32, f32, f32) {\n"
+      "  %1 = constant {value = 0.5} : f32\n"
+      "  %2 = constant {value = 0.5} : f32\n"
+      "  %3 = constant {value = 0.0} : f32\n"
+      "  %4 = constant {value = -0.0} : f32\n"
+      "  %5 = constant {value = 1} : f32\n"
+      "  %6 = constant {value = 1.0} : f32\n"
+      "  %7 = mul %0, %1 : f32\n"
+      "  %8 = mul %0, %2 : f32\n"
+      "  %9 = mul %0, %3 : f32\n"
+      "  %10 = mul %0, %4 : f32\n"
+      "  %11 = add %5, %6 : f32\n"
+      "  return %7, %8, %9, %10, %11\n"
+      "}\n";
+  std::string after = std::string(kHeader) +
+      "func @f(%0: f32) -> (f32, f32, f32, f32, f32) {\n"
+      "  %1 = constant {value = 0.5} : f32\n"
+      "  %2 = constant {value = 0.0} : f32\n"
+      "  %3 = constant {value = -0.0} : f32\n"
+      "  %4 = constant {value = 1} : f32\n"
+      "  %5 = constant {value = 1.0} : f32\n"
+      "  %6 = mul %0, %1 : f32\n"
+      "  %7 = mul %0, %2 : f32\n"
+      "  %8 = mul %0, %3 : f32\n"
+      "  %9 = add %4, %5 : f32\n"
+      "  return %6, %6, %7, %8, %9\n"
+      "}\n";
+  int removed = 0;
+  CHECK(simplified(before, &removed) == after);
+  CHECK(removed == 2);
+}
