@@ -1,5 +1,6 @@
 #include "passes/Pipeline.h"
 
+#include "ir/Printer.h"
 #include "ir/Verifier.h"
 #include "passes/ShapeInference.h"
 #include "passes/ShardingPropagation.h"
@@ -28,20 +29,39 @@ std::optional<EmitKind> parseEmitKind(std::string_view s) {
   return std::nullopt;
 }
 
-void runGlobalPipeline(ir::Module& m) {
+namespace {
+
+bool wants(const PrintAfter* p, const char* pass) {
+  return p && p->os && (p->passes.count("all") || p->passes.count(pass));
+}
+
+void printAfter(const PrintAfter* p, const char* pass, ir::Module& m) {
+  if (wants(p, pass)) *p->os << "// ----- IR after " << pass << " -----\n" << ir::printModule(m);
+}
+
+void printAfter(const PrintAfter* p, const char* pass, ir::Function& f) {
+  if (wants(p, pass)) *p->os << "// ----- IR after " << pass << " (@" << f.name << ") -----\n" << ir::printFunction(f);
+}
+
+}  // namespace
+
+void runGlobalPipeline(ir::Module& m, const PrintAfter* print) {
   // 1. The front end's output must be well-formed IR.
   ir::verifyOrDie(m, "the front end");
   // 2. Shape inference: types are exact and attributes canonical.
   std::string e = inferShapes(m);
   GSL_ASSERT(e.empty(), "shape inference failed after the front end: " + e);
   ir::verifyOrDie(m, "shape inference");
+  printAfter(print, "shape-inference", m);
   // 3. Training: grad(...) and opt.minimize(...) thunks get their reverse
   //    sweep (autodiff) and optimizer update, on the global IR.
   expandTraining(m);
   ir::verifyOrDie(m, "training expansion");
+  printAfter(print, "training", m);
 }
 
-std::unique_ptr<ir::Function> buildPerRankProgram(const ir::Module& m, ir::Function& f, bool gather) {
+std::unique_ptr<ir::Function> buildPerRankProgram(const ir::Module& m, ir::Function& f, bool gather,
+                                                  const PrintAfter* print) {
   // 1. Sharding propagation from the annotations and the inputs' shardings.
   propagateShardings(m, f);
   if (gather)
@@ -49,11 +69,14 @@ std::unique_ptr<ir::Function> buildPerRankProgram(const ir::Module& m, ir::Funct
       f.resultShardings.resize(f.results.size());
       f.resultShardings[i] = ir::Sharding::replicated("", f.results[i]->type.rank());
     }
+  printAfter(print, "propagation", f);
   // 2. SPMD partitioning into the one per-rank program.
   auto local = partitionFunction(m, f);
+  printAfter(print, "partition", *local);
   // 3. Simplification: one copy of each computation (a reshard the forward
   //    pass did is not repeated by the backward pass), no dead ops.
   simplify(*local);
+  printAfter(print, "simplify", *local);
   // 4. The per-rank program must be well-formed.
   std::string e = ir::verifyFunction(m, *local);
   GSL_ASSERT(e.empty(), "invalid per-rank program for @" + f.name + ": " + e);

@@ -15,13 +15,25 @@
 #pragma once
 #include <memory>
 #include <optional>
+#include <ostream>
+#include <set>
+#include <string>
 #include <string_view>
 
 #include "ir/Module.h"
 
 namespace gsl::passes {
 
-void runGlobalPipeline(ir::Module& m);
+// `gsl compile --print-after PASS`: the IR right after each named pass
+// ("all": every pass), printed to `os` for a person reading what the pass
+// did. Names: kPassNames.
+struct PrintAfter {
+  std::set<std::string> passes;
+  std::ostream* os = nullptr;
+};
+inline constexpr const char* kPassNames[] = {"shape-inference", "training", "propagation", "partition", "simplify"};
+
+void runGlobalPipeline(ir::Module& m, const PrintAfter* print = nullptr);
 
 // The stages `gsl compile --emit` prints: the AST, the global IR (after the
 // global stage), the IR with every value's sharding (after propagation),
@@ -34,6 +46,7 @@ std::optional<EmitKind> parseEmitKind(std::string_view s);  // inverse of emitKi
 
 // `f` (its args' shardings set to how the inputs lie) is propagated in
 // place and partitioned. With `gather`, every result is made replicated.
-std::unique_ptr<ir::Function> buildPerRankProgram(const ir::Module& m, ir::Function& f, bool gather);
+std::unique_ptr<ir::Function> buildPerRankProgram(const ir::Module& m, ir::Function& f, bool gather,
+                                                  const PrintAfter* print = nullptr);
 
 }  // namespace gsl::passes

@@ -61,7 +61,8 @@ bool parseDefines(const Common& c, gsl::frontend::Options& o) {
 
 // Front end + pass pipeline. Prints diagnostics; null on error.
 std::unique_ptr<gsl::frontend::CheckedProgram> build(const Common& c, gsl::SourceManager& sm,
-                                                     gsl::Diagnostics& diags, int& rc) {
+                                                     gsl::Diagnostics& diags, int& rc,
+                                                     const gsl::passes::PrintAfter* print = nullptr) {
   gsl::frontend::Options o;
   o.np = c.np;
   o.importPath = gsl::frontend::defaultImportPath();
@@ -75,7 +76,7 @@ std::unique_ptr<gsl::frontend::CheckedProgram> build(const Common& c, gsl::Sourc
     rc = 1;
     return nullptr;
   }
-  gsl::passes::runGlobalPipeline(*prog->module);
+  gsl::passes::runGlobalPipeline(*prog->module, print);
   rc = 0;
   return prog;
 }
@@ -178,6 +179,12 @@ int main(int argc, char** argv) {
   compile->add_option("--emit", emit, "what to print")
       ->check(CLI::IsMember(emitNames));
   compile->add_option("--fn", fn, "only this function");
+  gsl::passes::PrintAfter printAfter;
+  std::vector<std::string> passNames(std::begin(gsl::passes::kPassNames), std::end(gsl::passes::kPassNames));
+  passNames.push_back("all");
+  compile->add_option("--print-after", printAfter.passes,
+                      "also print the IR after this pass to stderr (repeatable; all: every pass that runs)")
+      ->check(CLI::IsMember(passNames));
   bool stats = false;
   std::string statsFormat;
   compile->add_option("--stats", statsFormat, "print per-rank costs instead (json)")
@@ -295,7 +302,8 @@ int main(int argc, char** argv) {
     return rc;
   }
   if (*compile) {
-    auto prog = build(compileC, sm, diags, rc);
+    if (!printAfter.passes.empty()) printAfter.os = &std::cerr;
+    auto prog = build(compileC, sm, diags, rc, &printAfter);
     if (!prog) return rc;
     gsl::ir::Module& mod = *prog->module;
     if (emitKind == EmitKind::Ast) {
@@ -315,7 +323,7 @@ int main(int argc, char** argv) {
     if (stats || emitKind == EmitKind::Sharded || emitKind == EmitKind::Spmd || emitKind == EmitKind::Llvm) {
       for (auto& f : mod.functions) {
         auto copy = f->clone();
-        perRank.push_back(gsl::passes::buildPerRankProgram(mod, *copy, false));
+        perRank.push_back(gsl::passes::buildPerRankProgram(mod, *copy, false, &printAfter));
         if (emitKind == EmitKind::Sharded) f = std::move(copy);
       }
     }
