@@ -23,26 +23,20 @@ using ir::OpKind;
 
 namespace {
 
-// The words of a tensor of any dtype.
-const int32_t* words(const Tensor& t) { return static_cast<const int32_t*>(t.raw()); }
-int32_t* words(Tensor& t) { return static_cast<int32_t*>(t.raw()); }
-
 int64_t product(const Shape& s, size_t from, size_t to) {
   int64_t p = 1;
   for (size_t i = from; i < to; ++i) p *= s[i];
   return p;
 }
 
-// `in` (shape s) as n contiguous blocks along `dim`: block j holds indices
+// `src` (shape s) as n contiguous blocks along `dim`: block j holds indices
 // [j * s[dim]/n, (j+1) * s[dim]/n) of dim, row-major.
-std::vector<int32_t> packBlocks(const Tensor& in, int64_t dim, int64_t n) {
-  const Shape& s = in.shape();
+std::vector<int32_t> packBlocks(const int32_t* src, const Shape& s, int64_t dim, int64_t n) {
   const int64_t outer = product(s, 0, (size_t)dim);
   const int64_t row = product(s, (size_t)dim, s.size());  // words per outer index
   const int64_t piece = row / n;                          // words of one block per outer index
   const int64_t blockWords = outer * piece;
-  std::vector<int32_t> packed((size_t)in.size());
-  const int32_t* src = words(in);
+  std::vector<int32_t> packed((size_t)(outer * row));
   for (int64_t j = 0; j < n; ++j)
     for (int64_t o = 0; o < outer; ++o)
       std::memcpy(packed.data() + j * blockWords + o * piece, src + o * row + j * piece, piece * 4);
@@ -50,12 +44,11 @@ std::vector<int32_t> packBlocks(const Tensor& in, int64_t dim, int64_t n) {
 }
 
 // The inverse of packBlocks: n contiguous blocks of shape `block`, joined
-// along `dim` into `out` (whose dim is n * block[dim]).
-void unpackBlocks(const int32_t* blocks, const Shape& block, int64_t dim, int64_t n, Tensor& out) {
+// along `dim` into `dst` (whose dim is n * block[dim]).
+void unpackBlocks(const int32_t* blocks, const Shape& block, int64_t dim, int64_t n, int32_t* dst) {
   const int64_t outer = product(block, 0, (size_t)dim);
   const int64_t piece = product(block, (size_t)dim, block.size());
   const int64_t blockWords = outer * piece;
-  int32_t* dst = words(out);
   for (int64_t j = 0; j < n; ++j)
     for (int64_t o = 0; o < outer; ++o)
       std::memcpy(dst + (o * n + j) * piece, blocks + j * blockWords + o * piece, piece * 4);
@@ -111,27 +104,35 @@ std::vector<int> collectiveGroup(const ir::Mesh& m, const std::vector<int64_t>& 
   return group;
 }
 
-static Tensor evalCollectiveImpl(const Op& op, const Tensor& in, const KernelContext& ctx);
+static void collectiveImpl(const Op& op, const int32_t* in, int32_t* out, const KernelContext& ctx);
 
-// Times every collective op into the communicator's stats (the training
-// bench reports the share of a step spent communicating).
 Tensor evalCollective(const Op& op, const Tensor& in, const KernelContext& ctx) {
-  auto t0 = std::chrono::steady_clock::now();
-  Tensor out = evalCollectiveImpl(op, in, ctx);
-  if (ctx.comm) ctx.comm->stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  GSL_ASSERT(op.result, std::string("evalCollective: ") + op.info().mnemonic + " without a result");
+  GSL_ASSERT(in.defined(), std::string("evalCollective: ") + op.info().mnemonic + " of an undefined tensor");
+  GSL_ASSERT(op.operands.size() == 1 && op.operands[0]->type == in.type(),
+             std::string("evalCollective: ") + op.info().mnemonic + ": operand of type " + in.type().str() +
+                 " does not match the op");
+  Tensor out(op.result->type);
+  collectiveInto(op, in.size() ? in.raw() : nullptr, out.size() ? out.raw() : nullptr, ctx);
   return out;
 }
 
-static Tensor evalCollectiveImpl(const Op& op, const Tensor& in, const KernelContext& ctx) {
+// Times every collective op into the communicator's stats (the training
+// bench reports the share of a step spent communicating).
+void collectiveInto(const Op& op, const void* in, void* out, const KernelContext& ctx) {
+  auto t0 = std::chrono::steady_clock::now();
+  collectiveImpl(op, static_cast<const int32_t*>(in), static_cast<int32_t*>(out), ctx);
+  if (ctx.comm) ctx.comm->stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+static void collectiveImpl(const Op& op, const int32_t* in, int32_t* out, const KernelContext& ctx) {
   const char* name = op.info().mnemonic;
   const std::string what = std::string("evalCollective: ") + name;
   GSL_ASSERT(op.info().cls == ir::OpClass::Collective, what + " is not a collective");
-  GSL_ASSERT(op.result, what + " without a result");
-  GSL_ASSERT(in.defined(), what + " of an undefined tensor");
-  GSL_ASSERT(op.operands.size() == 1 && op.operands[0]->type == in.type(),
-             what + ": operand of type " + in.type().str() + " does not match the op");
+  GSL_ASSERT(op.result && op.operands.size() == 1, what + " without its operand and result");
   GSL_ASSERT(ctx.mesh, what + " without meshes in the kernel context");
   const ir::AttrMap& at = op.attrs;
+  const TensorType& it = op.operands[0]->type;
   const TensorType& rt = op.result->type;
   const ir::Mesh& mesh = ctx.mesh(at.getString("mesh"));
   int index = -1;
@@ -141,20 +142,19 @@ static Tensor evalCollectiveImpl(const Op& op, const Tensor& in, const KernelCon
     GSL_ASSERT(at.getInt("n") == n, what + ": attr n = " + std::to_string(at.getInt("n")) +
                                         " but the group over " + mesh.str() + " has " + std::to_string(n) +
                                         " members");
-  const size_t bytes = (size_t)in.size() * 4;
-  Tensor out(rt);
+  const size_t bytes = (size_t)it.numElements() * 4;
 
   if (op.kind == OpKind::ShardSlice) {  // local: block `index` of dim
     const int64_t dim = at.getInt("dim");
-    GSL_ASSERT(dim >= 0 && dim < in.rank() && in.shape()[dim] % n == 0, what + ": bad dim");
-    Shape s = in.shape();
+    GSL_ASSERT(dim >= 0 && dim < it.rank() && it.shape[dim] % n == 0, what + ": bad dim");
+    Shape s = it.shape;
     s[dim] /= n;
     GSL_ASSERT(s == rt.shape, what + ": result type does not match the group size");
     const int64_t outer = product(s, 0, (size_t)dim);
     const int64_t piece = product(s, (size_t)dim, s.size());
     for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(words(out) + o * piece, words(in) + (o * n + index) * piece, piece * 4);
-    return out;
+      std::memcpy(out + o * piece, in + (o * n + index) * piece, piece * 4);
+    return;
   }
 
   GSL_ASSERT(ctx.comm, what + " without a communicator");
@@ -163,62 +163,75 @@ static Tensor evalCollectiveImpl(const Op& op, const Tensor& in, const KernelCon
   switch (op.kind) {
     case OpKind::AllGather: {
       const int64_t dim = at.getInt("dim");
-      GSL_ASSERT(dim >= 0 && dim < in.rank(), what + ": bad dim");
-      Shape s = in.shape();
+      GSL_ASSERT(dim >= 0 && dim < it.rank(), what + ": bad dim");
+      Shape s = it.shape;
       s[dim] *= n;
-      GSL_ASSERT(s == rt.shape && rt.dtype == in.dtype(), what + ": result type does not match the group size");
-      std::vector<int32_t> blocks((size_t)(in.size() * n));
-      comm.allGather(group, in.raw(), bytes, blocks.data());
-      unpackBlocks(blocks.data(), in.shape(), dim, n, out);
-      return out;
+      GSL_ASSERT(s == rt.shape && rt.dtype == it.dtype, what + ": result type does not match the group size");
+      if (dim == 0) {  // blocks along the major dim are already in place
+        comm.allGather(group, in, bytes, out);
+        return;
+      }
+      std::vector<int32_t> blocks((size_t)(it.numElements() * n));
+      comm.allGather(group, in, bytes, blocks.data());
+      unpackBlocks(blocks.data(), it.shape, dim, n, out);
+      return;
     }
     case OpKind::AllReduce: {
-      GSL_ASSERT(rt == in.type(), what + ": result type differs from the operand's");
+      GSL_ASSERT(rt == it, what + ": result type differs from the operand's");
       const ReduceOp r = reduceOp(at.has("reduce") ? at.getString("reduce") : std::string("sum"));
       // bool is int32 0/1: max is `or`, min is `and`; a sum is meaningless.
-      GSL_ASSERT(!(in.dtype() == DType::Bool && r == ReduceOp::Sum), what + ": sum of bool");
-      if (bytes) std::memcpy(out.raw(), in.raw(), bytes);
-      comm.allReduce(group, bytes ? out.raw() : nullptr, (size_t)in.size(),
-                     in.dtype() == DType::F32 ? DType::F32 : DType::I32, r);
-      return out;
+      GSL_ASSERT(!(it.dtype == DType::Bool && r == ReduceOp::Sum), what + ": sum of bool");
+      if (bytes && in != out) std::memcpy(out, in, bytes);
+      comm.allReduce(group, bytes ? out : nullptr, (size_t)it.numElements(),
+                     it.dtype == DType::F32 ? DType::F32 : DType::I32, r);
+      return;
     }
     case OpKind::ReduceScatter: {
       const int64_t dim = at.getInt("dim");
-      GSL_ASSERT(dim >= 0 && dim < in.rank() && in.shape()[dim] % n == 0, what + ": bad dim");
-      GSL_ASSERT(in.dtype() != DType::Bool, what + ": sum of bool");
-      Shape s = in.shape();
+      GSL_ASSERT(dim >= 0 && dim < it.rank() && it.shape[dim] % n == 0, what + ": bad dim");
+      GSL_ASSERT(it.dtype != DType::Bool, what + ": sum of bool");
+      Shape s = it.shape;
       s[dim] /= n;
-      GSL_ASSERT(s == rt.shape && rt.dtype == in.dtype(), what + ": result type does not match the group size");
-      std::vector<int32_t> packed = packBlocks(in, dim, n);
-      comm.reduceScatter(group, packed.data(), (size_t)out.size(), in.dtype(), out.size() ? out.raw() : nullptr);
-      return out;
+      GSL_ASSERT(s == rt.shape && rt.dtype == it.dtype, what + ": result type does not match the group size");
+      const size_t count = (size_t)rt.numElements();
+      if (dim == 0) {  // the blocks along the major dim are contiguous
+        comm.reduceScatter(group, in, count, it.dtype, count ? out : nullptr);
+        return;
+      }
+      std::vector<int32_t> packed = packBlocks(in, it.shape, dim, n);
+      comm.reduceScatter(group, packed.data(), count, it.dtype, count ? out : nullptr);
+      return;
     }
     case OpKind::AllToAll: {
       const int64_t sd = at.getInt("split_dim"), cd = at.getInt("concat_dim");
-      GSL_ASSERT(sd >= 0 && sd < in.rank() && cd >= 0 && cd < in.rank() && in.shape()[sd] % n == 0,
+      GSL_ASSERT(sd >= 0 && sd < it.rank() && cd >= 0 && cd < it.rank() && it.shape[sd] % n == 0,
                  what + ": bad split_dim or concat_dim");
-      Shape block = in.shape();
+      Shape block = it.shape;
       block[sd] /= n;
       Shape s = block;
       s[cd] *= n;
-      GSL_ASSERT(s == rt.shape && rt.dtype == in.dtype(), what + ": result type does not match the group size");
-      std::vector<int32_t> packed = packBlocks(in, sd, n);
-      std::vector<int32_t> recv(packed.size());
-      comm.allToAll(group, packed.data(), bytes / n, recv.data());
+      GSL_ASSERT(s == rt.shape && rt.dtype == it.dtype, what + ": result type does not match the group size");
+      std::vector<int32_t> packed = sd == 0 ? std::vector<int32_t>() : packBlocks(in, it.shape, sd, n);
+      const int32_t* send = sd == 0 ? in : packed.data();
+      if (cd == 0) {  // received blocks along the major dim are already in place
+        comm.allToAll(group, send, bytes / n, out);
+        return;
+      }
+      std::vector<int32_t> recv((size_t)it.numElements());
+      comm.allToAll(group, send, bytes / n, recv.data());
       unpackBlocks(recv.data(), block, cd, n, out);
-      return out;
+      return;
     }
     case OpKind::CollectivePermute: {
-      GSL_ASSERT(rt == in.type(), what + ": result type differs from the operand's");
+      GSL_ASSERT(rt == it, what + ": result type differs from the operand's");
       const auto& perm = at.getInts("perm");
       GSL_ASSERT((int64_t)perm.size() == n, what + ": perm has the wrong length for the group");
-      comm.permute(group, perm, bytes ? in.raw() : nullptr, bytes, bytes ? out.raw() : nullptr);
-      return out;
+      comm.permute(group, perm, bytes ? in : nullptr, bytes, bytes ? out : nullptr);
+      return;
     }
     default: break;
   }
   GSL_ASSERT(false, what + ": unsupported collective");
-  return {};
 }
 
 }  // namespace gsl::backend

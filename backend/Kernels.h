@@ -41,6 +41,9 @@ std::vector<int> collectiveGroup(const ir::Mesh& m, const std::vector<int64_t>& 
 // Evaluates a collective op (all_reduce, all_gather, reduce_scatter,
 // all_to_all, collective_permute, shard_slice) on this rank's block.
 Tensor evalCollective(const ir::Op& op, const Tensor& in, const KernelContext& ctx);
+// The same into caller memory: `in` holds the operand's words, `out` has
+// room for the result's (no copies of either; the JIT calls this).
+void collectiveInto(const ir::Op& op, const void* in, void* out, const KernelContext& ctx);
 
 // Evaluates `op` on `in` (its operands' values, in order).
 Tensor evalOp(const ir::Op& op, const std::vector<Tensor>& in, const KernelContext& ctx);

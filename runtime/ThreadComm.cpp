@@ -90,6 +90,7 @@ struct ThreadWorld::Call {
   uint64_t bytes = 0;  // size of the call (the send buffer)
   std::string detail;  // further parameters that must match ("f32 sum", a perm)
   const void* send = nullptr;
+  const void* aux = nullptr;  // what peers read in a second phase (all_reduce's reduced chunk)
 
   std::string str() const { return kind + " of " + std::to_string(bytes) + " bytes"; }
 };
@@ -101,6 +102,7 @@ struct ThreadWorld::Rendezvous {
   std::vector<const Call*> posts;  // by member index
   size_t posted = 0;
   bool complete = false;  // every member posted
+  size_t firstDone = 0;   // members finished the first phase (two-phase collectives)
   size_t done = 0;        // members finished reading
 };
 
@@ -142,6 +144,11 @@ void ThreadWorld::finished(int rank) {
 
 void ThreadWorld::throwFailure() const { throw CommError(failure_); }
 
+void ThreadWorld::throwIfFailed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failedFlag_) throwFailure();
+}
+
 // Every rank is either finished or blocked in a collective that still lacks
 // members: none of them can ever arrive.
 void ThreadWorld::checkDeadlockLocked() {
@@ -168,7 +175,7 @@ void ThreadWorld::checkDeadlockLocked() {
 }
 
 void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t seq, const Call& call,
-                             const std::function<void(const std::vector<const Call*>&)>& body) {
+                             const Body& body, const Body& second) {
   const size_t n = group.size();
   const size_t me = (size_t)(std::find(group.begin(), group.end(), rank) - group.begin());
   std::unique_lock<std::mutex> lock(mu_);
@@ -210,16 +217,26 @@ void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t s
                " called " + b.str() + (onlyDetail ? " (" + b.detail + ")" : "");
   }
 
-  // 3. Copy from the peers' buffers (outside the lock: the posts no longer change).
+  // 3. Copy from the peers' buffers (outside the lock: the posts no longer
+  // change), in one or two phases. The bodies only read and write memory,
+  // so every member reaches the barrier between the phases.
   std::exception_ptr err;
-  if (mismatch.empty()) {
+  auto run = [&](const Body& b) {
     lock.unlock();
     try {
-      body(r->posts);
+      b(r->posts);
     } catch (...) {
-      err = std::current_exception();
+      if (!err) err = std::current_exception();
     }
     lock.lock();
+  };
+  if (mismatch.empty()) {
+    run(body);
+    if (second) {
+      if (++r->firstDone == n) r->cv.notify_all();
+      while (r->firstDone < n) r->cv.wait_for(lock, kRecheck);
+      run(second);
+    }
   }
 
   // 4. Wait until every member is done reading. Not interruptible by a
@@ -262,6 +279,10 @@ int ThreadComm::memberIndex(const std::vector<int>& group) const {
 void ThreadComm::allGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
   memberIndex(group);
   const size_t n = group.size();
+  if (solo(group, "all_gather")) {  // a group of one: no rendezvous
+    if (bytes && send != recv) std::memmove(recv, send, bytes);
+    return;
+  }
   const bool inPlace = overlaps(send, recv, n * bytes);
   std::vector<char> aside(inPlace ? n * bytes : 0);
   char* out = inPlace ? aside.data() : static_cast<char*>(recv);
@@ -275,21 +296,41 @@ void ThreadComm::allGather(const std::vector<int>& group, const void* send, size
 }
 
 void ThreadComm::allReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt, ReduceOp op) {
-  memberIndex(group);
+  const int me = memberIndex(group);
   if (dt != ir::DType::F32 && dt != ir::DType::I32)
     throw CommError(std::string("all_reduce of unsupported dtype ") + ir::dtypeName(dt));
   const size_t n = group.size();
   const uint64_t bytes = count * 4;
-  // Peers read `data` until everyone is done, so the result is built aside
-  // and written back only after the rendezvous.
-  std::vector<int32_t> result(count);
+  if (solo(group, "all_reduce")) {  // a group of one: nothing to reduce, no rendezvous
+    return;
+  }
+  // Reduce-scatter, then all-gather, in place: member m reduces chunk m of
+  // every member's `data` (in member order, so the sums are the same on
+  // every member and at every group size's chunking) into `mine`; after a
+  // barrier (no member reads `data` any more) each member copies every
+  // member's reduced chunk into its own `data`.
+  const size_t chunk = (count + n - 1) / n;
+  auto range = [&](size_t m) {
+    size_t lo = std::min(count, m * chunk);
+    return std::make_pair(lo, std::min(count, lo + chunk) - lo);
+  };
+  std::vector<int32_t> mine(chunk);
   ThreadWorld::Call call{"all_reduce", bytes, std::string(ir::dtypeName(dt)) + " " + reduceName(op), data};
-  world_.collective(rank_, group, nextSeq(group), call, [&](const std::vector<const ThreadWorld::Call*>& posts) {
-    std::vector<const void*> src;
-    for (const auto* p : posts) src.push_back(p->send);
-    if (count) reduceWords(result.data(), src, count, dt, op);
-  });
-  if (count) std::memcpy(data, result.data(), bytes);
+  call.aux = mine.data();
+  world_.collective(
+      rank_, group, nextSeq(group), call,
+      [&](const std::vector<const ThreadWorld::Call*>& posts) {
+        auto [lo, len] = range((size_t)me);
+        std::vector<const void*> src;
+        for (const auto* p : posts) src.push_back(static_cast<const int32_t*>(p->send) + lo);
+        if (len) reduceWords(mine.data(), src, len, dt, op);
+      },
+      [&](const std::vector<const ThreadWorld::Call*>& posts) {
+        for (size_t m = 0; m < n; ++m) {
+          auto [lo, len] = range(m);
+          if (len) std::memcpy(static_cast<int32_t*>(data) + lo, posts[m]->aux, len * 4);
+        }
+      });
   stats.add("all_reduce", CommVolume::allReduce(n, bytes));
 }
 
@@ -300,6 +341,10 @@ void ThreadComm::reduceScatter(const std::vector<int>& group, const void* send, 
     throw CommError(std::string("reduce_scatter of unsupported dtype ") + ir::dtypeName(dt));
   const size_t n = group.size();
   const uint64_t block = count * 4;
+  if (solo(group, "reduce_scatter")) {  // a group of one: the block is the input
+    if (block && send != recv) std::memmove(recv, send, block);
+    return;
+  }
   ThreadWorld::Call call{"reduce_scatter", block * n, ir::dtypeName(dt), send};
   const bool inPlace = overlaps(send, recv, n * block);
   std::vector<int32_t> aside(inPlace ? count : 0);
@@ -315,6 +360,10 @@ void ThreadComm::reduceScatter(const std::vector<int>& group, const void* send, 
 void ThreadComm::allToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
   const int me = memberIndex(group);
   const size_t n = group.size();
+  if (solo(group, "all_to_all")) {  // a group of one: its own block
+    if (bytes && send != recv) std::memmove(recv, send, bytes);
+    return;
+  }
   const bool inPlace = overlaps(send, recv, n * bytes);
   std::vector<char> aside(inPlace ? n * bytes : 0);
   char* out = inPlace ? aside.data() : static_cast<char*>(recv);
@@ -341,6 +390,10 @@ void ThreadComm::permute(const std::vector<int>& group, const std::vector<int64_
   for (size_t i = 0; i < perm.size(); ++i) p += (i ? ", " : "") + std::to_string(perm[i]);
   p += "]";
   if (!ok) throw CommError("collective_permute: " + p + " is not a permutation of " + std::to_string(n) + " members");
+  if (solo(group, "collective_permute")) {  // a group of one keeps its own block
+    if (bytes && send != recv) std::memmove(recv, send, bytes);
+    return;
+  }
   ThreadWorld::Call call{"collective_permute", bytes, p, send};
   const int64_t from = perm[me];
   // In place (recv overlapping send): peers read `send` until everyone is
@@ -362,6 +415,13 @@ void ThreadComm::barrier() {
 }
 
 void ThreadComm::abort(const std::string& why) { world_.abort(rank_, why); }
+
+bool ThreadComm::solo(const std::vector<int>& group, const char* kind) {
+  if (group.size() != 1) return false;
+  world_.throwIfFailed();  // a failed world fails every later call
+  stats.add(kind, 0);      // counted as a call that sends nothing
+  return true;
+}
 
 // ================================================================ runRanks
 

@@ -7,7 +7,11 @@
 // variable, never spinning) until all members posted, checks that the calls
 // match, copies what it needs straight out of its peers' buffers, and then
 // blocks until every member finished reading, so no buffer is released
-// while a peer may still read it.
+// while a peer may still read it. A collective may have a second phase
+// after a group-wide barrier (all_reduce: each member reduces its own
+// chunk of everyone's buffer, then, once all chunks are reduced, copies the
+// reduced chunks into its buffer: a reduce-scatter plus an all-gather that
+// touches each byte once). A group of one member needs no rendezvous.
 //
 // Failures never hang: a mismatched call makes every member throw
 // CommError("collective mismatch: ..."); abort(why) (or runRanks seeing a
@@ -64,6 +68,8 @@ class ThreadWorld {
   bool failed() const;
   // The failure message ("" while the world is healthy).
   std::string failure() const;
+  // Throws CommError(failure()) once the world failed.
+  void throwIfFailed() const;
 
  private:
   friend class ThreadComm;
@@ -72,9 +78,12 @@ class ThreadWorld {
 
   // Runs one collective for `rank`: posts `call`, waits for the group,
   // checks the calls match, runs `body(posts)` (posts in member order) to
-  // copy from peers, then waits until every member is done.
-  void collective(int rank, const std::vector<int>& group, uint64_t seq, const Call& call,
-                  const std::function<void(const std::vector<const Call*>&)>& body);
+  // copy from peers, then, if `second` is given, waits until every member
+  // ran `body` and runs `second(posts)`; then waits until every member is
+  // done.
+  using Body = std::function<void(const std::vector<const Call*>&)>;
+  void collective(int rank, const std::vector<int>& group, uint64_t seq, const Call& call, const Body& body,
+                  const Body& second = nullptr);
   void failLocked(const std::string& msg);  // mu_ held
   void checkDeadlockLocked();               // mu_ held
   [[noreturn]] void throwFailure() const;   // mu_ held
@@ -114,6 +123,9 @@ class ThreadComm : public backend::Communicator {
   // This rank's index in `group`, after checking the group is well formed.
   int memberIndex(const std::vector<int>& group) const;
   uint64_t nextSeq(const std::vector<int>& group) { return seq_[group]++; }
+  // A collective over a group of one member needs no rendezvous: true (after
+  // counting the call) when `group` is just this rank.
+  bool solo(const std::vector<int>& group, const char* kind);
 
   ThreadWorld& world_;
   const int rank_;

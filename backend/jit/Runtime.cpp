@@ -117,13 +117,7 @@ void gsl_rt_random_uniform(void* ctx, int32_t seedOperand, float* out, int64_t n
 int32_t gsl_rt_collective(void* ctx, int64_t op, const void* in, void* out) {
   CallContext& c = callContext(ctx);
   try {
-    const gsl::ir::Op& o = opAt(c, op);
-    gsl::backend::Tensor t(o.operands[0]->type);
-    if (t.size()) std::memcpy(t.raw(), in, (size_t)t.size() * 4);
-    gsl::backend::Tensor r = gsl::backend::evalCollective(o, t, *c.kctx);
-    GSL_ASSERT(r.type() == o.result->type, "jit: collective produced " + r.type().str() + ", expected " +
-                                               o.result->type.str());
-    if (r.size()) std::memcpy(out, r.raw(), (size_t)r.size() * 4);
+    gsl::backend::collectiveInto(opAt(c, op), in, out, *c.kctx);
     return 0;
   } catch (...) {
     c.error = std::current_exception();
