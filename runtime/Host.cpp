@@ -201,6 +201,11 @@ class RankRunner {
     try {
       all = &prog_.resumed(path, meta);
     } catch (const CheckpointError& e) {
+      std::error_code ec;
+      if (mpi_ && !std::filesystem::exists(path, ec))  // docs/cluster.md: where --resume reads
+        throw RankError({}, std::string(e.what()) + " on host " + MpiSession::hostName() +
+                                " (--resume reads the checkpoint on every host: put it on a file system the hosts "
+                                "share, or copy it to the same path on each host)");
       throw RankError({}, e.what());
     }
     for (const auto& p : m.params) {
@@ -229,6 +234,12 @@ class RankRunner {
   }
 
   [[noreturn]] void fail(SourceLoc l, const std::string& m) { throw RankError(l, m); }
+
+  // A file this rank could not read: under MPI the ranks may run on several
+  // hosts, each reading its own file system, so the message names the host.
+  [[noreturn]] void failReading(SourceLoc l, const std::string& m) {
+    fail(l, mpi_ ? m + " on host " + MpiSession::hostName() : m);
+  }
 
   // A safe point: throws Interrupted when this process (or, with `stopped`,
   // this rank's own work) was interrupted. MPI ranks first agree (one small
@@ -265,7 +276,7 @@ class RankRunner {
         try {
           t = backend::readNpy(l.name);
         } catch (const backend::NpyError& e) {
-          fail(l.loc, e.what());
+          failReading(l.loc, e.what());
         }
         if (t.type() != l.type)
           fail(l.loc, l.name + ": the file holds " + t.type().str() + " but load declares " + l.type.str());
@@ -292,7 +303,7 @@ class RankRunner {
           try {
             t = backend::readNpy(ds->path);
           } catch (const backend::NpyError& e) {
-            fail(ds->loc, e.what());
+            failReading(ds->loc, e.what());
           }
           if (t.dtype() != ir::DType::I32 || t.rank() != 1)
             fail(ds->loc, ds->path + ": npy_tokens needs a 1-D i32 array, got " + t.type().str());

@@ -11,6 +11,8 @@
 #include <functional>
 #include <map>
 
+#include <unistd.h>
+
 #include "runtime/ThreadComm.h"  // CommVolume
 
 namespace gsl::runtime {
@@ -149,6 +151,26 @@ bool MpiSession::launchedByMpirun() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
     if (std::getenv(v)) return true;
   return false;
+}
+
+int MpiSession::worldSize() {
+  ensure();
+  int n = 1;
+  check(MPI_Comm_size(MPI_COMM_WORLD, &n), "MPI_Comm_size");
+  return n;
+}
+
+int MpiSession::worldRank() {
+  ensure();
+  int r = 0;
+  check(MPI_Comm_rank(MPI_COMM_WORLD, &r), "MPI_Comm_rank");
+  return r;
+}
+
+std::string MpiSession::hostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
+  return name;
 }
 
 // ================================================================ communicator

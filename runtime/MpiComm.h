@@ -35,6 +35,13 @@ class MpiSession {
   // True when this process was started by mpirun/mpiexec (OpenMPI or PMIx
   // environment variables are set).
   static bool launchedByMpirun();
+  // The number of ranks of MPI_COMM_WORLD (initialises MPI: ensure()).
+  static int worldSize();
+  // This process's rank in MPI_COMM_WORLD (initialises MPI: ensure()).
+  static int worldRank();
+  // This machine's host name (gethostname), as errors about files that
+  // one host lacks name it.
+  static std::string hostName();
 
  private:
   bool owner_ = false;

@@ -46,14 +46,96 @@ void writeErr(const std::string& s) {
 
 bool underGslLauncher() { return std::getenv("GSL_MPI_LAUNCHER") != nullptr; }
 
-int launchUnderMpirun(const std::string& gslExe, const std::vector<std::string>& args, int64_t np) {
-  std::vector<std::string> cmd = {"mpirun", "-np", std::to_string(np), "--oversubscribe"};
+std::optional<int64_t> hostListSlots(const std::string& hosts) {
+  int64_t total = 0;
+  size_t pos = 0;
+  while (true) {
+    size_t comma = hosts.find(',', pos);
+    std::string item = hosts.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    size_t colon = item.find(':');
+    std::string name = item.substr(0, colon);
+    if (name.empty()) return std::nullopt;
+    int64_t slots = 1;
+    if (colon != std::string::npos) {
+      std::string n = item.substr(colon + 1);
+      if (n.empty() || n.size() > 6 || n.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+      slots = std::stoll(n);
+      if (slots < 1) return std::nullopt;
+    }
+    total += slots;
+    if (comma == std::string::npos) return total;
+    pos = comma + 1;
+  }
+}
+
+std::optional<std::vector<std::string>> splitMpirunArgs(const std::string& text) {
+  std::vector<std::string> words;
+  std::string cur;
+  bool inWord = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\n') {
+      if (inWord) words.push_back(cur);
+      cur.clear();
+      inWord = false;
+    } else if (c == '\'' || c == '"') {
+      size_t end = text.find(c, i + 1);
+      if (end == std::string::npos) return std::nullopt;
+      cur += text.substr(i + 1, end - i - 1);
+      inWord = true;
+      i = end;
+    } else if (c == '\\' && i + 1 < text.size()) {
+      cur += text[++i];
+      inWord = true;
+    } else {
+      cur += c;
+      inWord = true;
+    }
+  }
+  if (inWord) words.push_back(cur);
+  return words;
+}
+
+std::vector<std::string> mpirunCommand(const std::string& gslExe, const std::vector<std::string>& args,
+                                       const MpiLaunchOptions& o, const std::vector<std::string>& environment) {
+  std::vector<std::string> cmd = {"mpirun", "-np", std::to_string(o.np), "--oversubscribe"};
   if (geteuid() == 0) cmd.push_back("--allow-run-as-root");
-  // Shared memory and loopback only: works offline and in containers.
-  for (const char* a : {"--mca", "btl", "self,vader", "--mca", "btl_vader_single_copy_mechanism", "none"})
-    cmd.push_back(a);
+  if (!o.hostfile.empty()) {
+    cmd.push_back("--hostfile");
+    cmd.push_back(o.hostfile);
+  }
+  if (!o.hosts.empty()) {
+    cmd.push_back("--host");
+    cmd.push_back(o.hosts);
+  }
+  // One host: shared memory and loopback only (works offline and in
+  // containers), unless the user's mpirun options choose the btl.
+  bool userBtl = false;
+  for (size_t i = 0; i + 1 < o.mpirunArgs.size(); ++i)
+    userBtl = userBtl || ((o.mpirunArgs[i] == "--mca" || o.mpirunArgs[i] == "-mca") && o.mpirunArgs[i + 1] == "btl");
+  if (o.hostfile.empty() && o.hosts.empty() && !userBtl)
+    for (const char* a : {"--mca", "btl", "self,vader", "--mca", "btl_vader_single_copy_mechanism", "none"})
+      cmd.push_back(a);
+  // The ranks on other hosts get only the variables named with -x.
+  cmd.push_back("-x");
+  cmd.push_back("GSL_MPI_LAUNCHER=1");
+  for (const auto& e : environment) {
+    size_t eq = e.find('=');
+    if (e.rfind("GSL_", 0) == 0 && eq != std::string::npos && e.compare(0, eq, "GSL_MPI_LAUNCHER") != 0) {
+      cmd.push_back("-x");
+      cmd.push_back(e.substr(0, eq));
+    }
+  }
+  for (const auto& a : o.mpirunArgs) cmd.push_back(a);
   cmd.push_back(gslExe);
   for (const auto& a : args) cmd.push_back(a);
+  return cmd;
+}
+
+int launchUnderMpirun(const std::string& gslExe, const std::vector<std::string>& args, const MpiLaunchOptions& o) {
+  std::vector<std::string> environment;
+  for (char** e = environ; *e; ++e) environment.push_back(*e);
+  std::vector<std::string> cmd = mpirunCommand(gslExe, args, o, environment);
   std::vector<char*> argv;
   for (auto& c : cmd) argv.push_back(c.data());
   argv.push_back(nullptr);
@@ -125,8 +207,8 @@ int launchUnderMpirun(const std::string& gslExe, const std::vector<std::string>&
 
   // mpirun's stderr, line by line, until it exits.
   static const std::regex killed(
-      R"(mpirun noticed that process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+) \(([^)]*)\))");
-  std::string deadRank, deadSignal, deadName;
+      R"(mpirun noticed that process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+) \(([^)]*)\))");
+  std::string deadRank, deadHost, deadSignal, deadName;
   bool sawInterrupted = false;
   std::string pending;
   auto handleLine = [&](const std::string& line) {
@@ -135,8 +217,9 @@ int launchUnderMpirun(const std::string& gslExe, const std::vector<std::string>&
     std::smatch m;
     if (deadRank.empty() && std::regex_search(line, m, killed)) {
       deadRank = m[1];
-      deadSignal = m[2];
-      deadName = m[3];
+      deadHost = m[2];
+      deadSignal = m[3];
+      deadName = m[4];
     }
     writeErr(line + "\n");
   };
@@ -183,7 +266,7 @@ int launchUnderMpirun(const std::string& gslExe, const std::vector<std::string>&
     return 130;
   }
   if (!deadRank.empty()) {
-    writeErr("gsl: error: rank " + deadRank + " was killed by signal " + deadSignal + " (" + deadName +
+    writeErr("gsl: error: rank " + deadRank + " on host " + deadHost + " was killed by signal " + deadSignal + " (" + deadName +
              "); the other ranks were stopped\n");
     return rc ? rc : 1;
   }

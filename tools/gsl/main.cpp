@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 
 #include <unistd.h>
 
@@ -82,14 +83,25 @@ std::unique_ptr<gsl::frontend::CheckedProgram> build(const Common& c, gsl::Sourc
 }
 
 // `gsl run --mpi`: runs this command again under mpirun, one process per
-// rank (runtime/MpiLaunch.h), without --mpi.
-int launchMpirun(const std::vector<std::string>& revArgs, int64_t np) {
+// rank (runtime/MpiLaunch.h), without --mpi and the launcher's own options.
+int launchMpirun(const std::vector<std::string>& revArgs, const gsl::runtime::MpiLaunchOptions& lo) {
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   std::vector<std::string> args;
-  for (auto it = revArgs.rbegin(); it != revArgs.rend(); ++it)
-    if (*it != "--mpi") args.push_back(*it);
-  return gsl::runtime::launchUnderMpirun(n > 0 ? std::string(self, n) : "gsl", args, np);
+  for (auto it = revArgs.rbegin(); it != revArgs.rend(); ++it) {
+    if (*it == "--mpi") continue;
+    bool dropped = false;
+    for (const char* o : {"--hostfile", "--host", "--mpirun-args"}) {
+      if (*it == o) {  // and its value
+        if (std::next(it) != revArgs.rend()) ++it;
+        dropped = true;
+      } else if (it->rfind(std::string(o) + "=", 0) == 0) {
+        dropped = true;
+      }
+    }
+    if (!dropped) args.push_back(*it);
+  }
+  return gsl::runtime::launchUnderMpirun(n > 0 ? std::string(self, n) : "gsl", args, lo);
 }
 
 // The per-rank memory limit of `gsl run` (runtime/Host.h, checkMemory):
@@ -157,7 +169,15 @@ int main(int argc, char** argv) {
   addCommon(run, runC);
   run->add_option("--seed", seed, "global random seed (params, random_uniform)");
   run->add_option("--engine", engine, "execution engine")->check(CLI::IsMember({"interp", "jit"}));
-  run->add_flag("--mpi", mpi, "run the ranks as OpenMPI processes");
+  auto* mpiFlag = run->add_flag("--mpi", mpi, "run the ranks as OpenMPI processes");
+  // Where the ranks run (docs/cluster.md): mpirun's own options.
+  std::string hostfile, hostList, mpirunArgs;
+  run->add_option("--hostfile", hostfile, "with --mpi: the hosts to run the ranks on (mpirun --hostfile)")
+      ->needs(mpiFlag);
+  run->add_option("--host", hostList, "with --mpi: the hosts to run the ranks on, such as a:4,b:4 (mpirun --host)")
+      ->needs(mpiFlag);
+  run->add_option("--mpirun-args", mpirunArgs, "with --mpi: further options for mpirun, as one string")
+      ->needs(mpiFlag);
   std::string resume, logPath;
   bool noProgress = false;
   run->add_option("--resume", resume, "continue training from a checkpoint written by save_checkpoint");
@@ -257,6 +277,44 @@ int main(int argc, char** argv) {
       gsl::installInterruptHandler(SIGUSR1, "", 130);
       gsl::installInterruptHandler(SIGINT, "", 130);
     }
+    // NP: under a bare mpirun or srun, the MPI world size unless -np says
+    // otherwise (an error); with --host, its slot count unless -np is given.
+    const bool npGiven = run->get_option("--np")->count() > 0;
+    if (underMpirun) {
+      int world = gsl::runtime::MpiSession::worldSize();
+      if (npGiven && runC.np != world) {
+        if (gsl::runtime::MpiSession::worldRank() == 0)  // once, not once per rank
+          std::cerr << "gsl: usage error: -np " << runC.np << " disagrees with the MPI world size " << world
+                  << " (the ranks mpirun or srun started); leave out -np or give -np " << world << "\n";
+        return 2;
+      }
+      runC.np = world;
+    }
+    gsl::runtime::MpiLaunchOptions lo;
+    if (mpi && !underMpirun) {
+      if (!hostList.empty()) {
+        auto slots = gsl::runtime::hostListSlots(hostList);
+        if (!slots) {
+          std::cerr << "gsl: usage error: --host expects HOST[:SLOTS],... such as a:4,b:4, got '" << hostList << "'\n";
+          return 2;
+        }
+        if (!npGiven) runC.np = *slots;
+      }
+      if (!hostfile.empty() && !npGiven) {
+        std::cerr << "gsl: usage error: --hostfile needs -np N (how many ranks to start)\n";
+        return 2;
+      }
+      auto words = gsl::runtime::splitMpirunArgs(mpirunArgs);
+      if (!words) {
+        std::cerr << "gsl: usage error: --mpirun-args has an unterminated quote: " << mpirunArgs << "\n";
+        return 2;
+      }
+      lo.np = runC.np;
+      lo.hostfile = hostfile;
+      lo.hosts = hostList;
+      lo.mpirunArgs = *words;
+    }
+    const bool multiHost = !lo.hostfile.empty() || !lo.hosts.empty();
     gsl::runtime::RunOptions ro;
     if (!memoryLimit(maxMemory, runC.np, ro)) return 2;
     auto prog = build(runC, sm, diags, rc);
@@ -267,14 +325,19 @@ int main(int argc, char** argv) {
     }
     ro.seed = seed;
     if (mpi && !underMpirun) {
-      // Compile errors and the memory check once, here, before any rank starts.
-      gsl::Diagnostics rdiags(sm);
-      bool fits = gsl::runtime::checkMemory(gsl::runtime::estimateMemory(*prog, ro), ro, rdiags);
-      rdiags.print(std::cerr);
-      if (!fits) return 1;
-      return launchMpirun(originalArgs, runC.np);
+      // Compile errors once, here, before any rank starts; on one host the
+      // memory check too (on several, each rank checks its host's share).
+      if (!multiHost) {
+        gsl::Diagnostics rdiags(sm);
+        bool fits = gsl::runtime::checkMemory(gsl::runtime::estimateMemory(*prog, ro), ro, rdiags);
+        rdiags.print(std::cerr);
+        if (!fits) return 1;
+        setenv("GSL_MPI_MEMORY_CHECKED", "1", 1);  // the ranks see it (mpirun -x GSL_*)
+      }
+      return launchMpirun(originalArgs, lo);
     }
-    if (underMpirun && gsl::runtime::underGslLauncher()) ro.maxMemory = 0;  // checked before mpirun
+    if (underMpirun && gsl::runtime::underGslLauncher() && std::getenv("GSL_MPI_MEMORY_CHECKED"))
+      ro.maxMemory = 0;  // checked before mpirun
     ro.engine = engineKind;
     ro.mpi = underMpirun;
     ro.resume = resume;
