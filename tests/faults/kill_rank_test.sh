@@ -61,6 +61,6 @@ done
 cat err.txt
 echo "kill_rank_test: exit status $rc, every rank ended ${elapsed}s after the kill"
 [ "$rc" -ne 0 ] || fail "exit status 0"
-grep -qx "gsl: error: rank 2 was killed by signal 9 (Killed); the other ranks were stopped" err.txt \
+grep -qxE "gsl: error: rank 2 on host [^ ]+ was killed by signal 9 \(Killed\); the other ranks were stopped" err.txt \
   || fail "no message naming rank 2"
 echo "PASS"
