@@ -111,3 +111,8 @@ bench: build
 	$(BUILD)/bench/bench_moe
 	bench/moe_vs_dense.sh $(BUILD)/gsl
 	bench/run_mpi_bench.sh $(BUILD)/bench/bench_collectives_mpi
+
+# Across two hosts (network namespaces, root only): bench/multihost_bench.sh.
+.PHONY: bench-multihost
+bench-multihost: build
+	bench/multihost_bench.sh $(BUILD)/gsl $(BUILD)/bench/bench_collectives_mpi .

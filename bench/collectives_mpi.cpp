@@ -1,6 +1,9 @@
-// Bandwidth of GSL's MPI backend (MpiComm::allReduce) against a raw
-// MPI_Allreduce on the same buffer, in the same run. Start under mpirun
-// (`make bench` does: bench/run_mpi_bench.sh).
+// Bandwidth of GSL's MPI backend (MpiComm::allReduce, MpiComm::allToAll)
+// against raw MPI_Allreduce / MPI_Alltoall on the same buffers, in the same
+// run, over whatever transport mpirun chose. Start under mpirun (`make
+// bench` does: bench/run_mpi_bench.sh on one host, shared memory;
+// bench/multihost_bench.sh across two hosts, TCP).
+//   bench_collectives_mpi [--quick] [--kib N]   (N: buffer per rank, KiB)
 #include <mpi.h>
 
 #include <chrono>
@@ -13,8 +16,15 @@
 int main(int argc, char** argv) {
   gsl::runtime::MpiSession session(&argc, &argv);
   gsl::runtime::MpiComm comm;
-  bool quick = argc > 1 && std::string(argv[1]) == "--quick";
-  size_t floats = quick ? (16 << 10) : (1 << 20);
+  bool quick = false;
+  size_t kib = 0;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--quick") quick = true;
+    else if (a == "--kib" && i + 1 < argc) kib = std::stoul(argv[++i]);
+  }
+  size_t floats = kib ? kib * 256 : quick ? (16 << 10) : (1 << 20);
+  floats -= floats % (size_t)comm.size();  // all_to_all: equal blocks
   int reps = quick ? 3 : 20;
   std::vector<float> buf(floats, 1.0f);
   std::vector<int> group(comm.size());
@@ -30,11 +40,19 @@ int main(int argc, char** argv) {
     comm.allReduce(group, buf.data(), floats, gsl::ir::DType::F32, gsl::backend::ReduceOp::Sum);
   });
   double raw = time([&] { MPI_Allreduce(MPI_IN_PLACE, buf.data(), (int)floats, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); });
+  std::vector<float> out(floats);
+  const size_t block = floats * 4 / (size_t)comm.size();  // bytes to each rank
+  double gslA2a = time([&] { comm.allToAll(group, buf.data(), block, out.data()); });
+  double rawA2a = time([&] {
+    MPI_Alltoall(buf.data(), (int)(block / 4), MPI_FLOAT, out.data(), (int)(block / 4), MPI_FLOAT, MPI_COMM_WORLD);
+  });
   if (comm.rank() == 0) {
-    double gb = (double)floats * 4 * reps / 1e9;
-    std::printf("MPI backend, %d ranks, %zu KiB, %d reps\n", comm.size(), floats * 4 >> 10, reps);
-    std::printf("  MpiComm all_reduce: %6.2f GB/s   raw MPI_Allreduce: %6.2f GB/s   ratio gsl/raw = %.2f\n", gb / gsl,
+    double gb = (double)floats * 4 * reps / 1e9;  // the buffer per rank per call
+    std::printf("MPI backend, %d ranks, %zu KiB per rank, %d reps\n", comm.size(), floats * 4 >> 10, reps);
+    std::printf("  MpiComm all_reduce: %6.3f GB/s   raw MPI_Allreduce: %6.3f GB/s   ratio gsl/raw = %.2f\n", gb / gsl,
                 gb / raw, raw / gsl);
+    std::printf("  MpiComm all_to_all: %6.3f GB/s   raw MPI_Alltoall:  %6.3f GB/s   ratio gsl/raw all_to_all = %.2f\n",
+                gb / gslA2a, gb / rawA2a, rawA2a / gslA2a);
   }
   return 0;
 }
