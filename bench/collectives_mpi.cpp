@@ -3,7 +3,7 @@
 // run, over whatever transport mpirun chose. Start under mpirun (`make
 // bench` does: bench/run_mpi_bench.sh on one host, shared memory;
 // bench/multihost_bench.sh across two hosts, TCP).
-//   bench_collectives_mpi [--quick] [--kib N]   (N: buffer per rank, KiB)
+//   bench_collectives_mpi [--quick] [--kib N] [--reps R]   (N: buffer per rank, KiB)
 #include <mpi.h>
 
 #include <chrono>
@@ -18,14 +18,16 @@ int main(int argc, char** argv) {
   gsl::runtime::MpiComm comm;
   bool quick = false;
   size_t kib = 0;
+  int repsGiven = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") quick = true;
     else if (a == "--kib" && i + 1 < argc) kib = std::stoul(argv[++i]);
+    else if (a == "--reps" && i + 1 < argc) repsGiven = std::stoi(argv[++i]);
   }
   size_t floats = kib ? kib * 256 : quick ? (16 << 10) : (1 << 20);
   floats -= floats % (size_t)comm.size();  // all_to_all: equal blocks
-  int reps = quick ? 3 : 20;
+  int reps = repsGiven > 0 ? repsGiven : quick ? 3 : 20;
   std::vector<float> buf(floats, 1.0f);
   std::vector<int> group(comm.size());
   for (int i = 0; i < comm.size(); ++i) group[i] = i;

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Across two hosts (issue 17): the two network namespaces of the two-host
 # test (tests/multihost/cluster.sh: a veth pair, TCP, 10.77.0.1 and .2).
-#  1. bench_collectives_mpi at -np 4, 2 ranks per host: MpiComm's
+#  1. bench_collectives_mpi at -np 4, 2 ranks per host, buffers of 64 KiB
+#     and 1 MiB per rank (GSL_BENCH_KIB), 5 repetitions: MpiComm's
 #     all_reduce and all_to_all against raw MPI_Allreduce / MPI_Alltoall
 #     over the same transport (bandwidth and ratio gsl/raw);
 #  2. examples/moe.gsl's step time at -np 4 with 2 ranks per host against
@@ -26,9 +27,15 @@ trap 'exit 1' INT TERM HUP
 mh_up || exit 1
 printf 'gslnode1 slots=2\ngslnode2 slots=2\n' > "$T/hosts"
 
+# Bytes gslnode2 received on the veth pair: the proof that the ranks
+# talked over it (TCP), not through shared memory.
+rx() { ip netns exec "${GSL_MH_NS}2" cat /sys/class/net/gsl0/statistics/rx_bytes; }
+
 echo "== collectives, 4 ranks, 2 per host, TCP over a veth pair"
-for kib in 64 1024 8192; do
-  mh_on gslnode1 mpirun $MH_MPIRUN_ARGS --hostfile "$T/hosts" -np 4 "$BENCH" --kib $kib < /dev/null || exit 1
+for kib in ${GSL_BENCH_KIB:-64 1024}; do
+  before=$(rx)
+  mh_on gslnode1 mpirun $MH_MPIRUN_ARGS --hostfile "$T/hosts" -np 4 "$BENCH" --kib $kib --reps 5 < /dev/null || exit 1
+  echo "  (gslnode2 received $(( $(rx) - before )) bytes on gsl0)"
 done
 
 # Mean seconds per step after the first, from a --log file.
