@@ -49,12 +49,12 @@ int main(int argc, char** argv) {
     MPI_Alltoall(buf.data(), (int)(block / 4), MPI_FLOAT, out.data(), (int)(block / 4), MPI_FLOAT, MPI_COMM_WORLD);
   });
   if (comm.rank() == 0) {
-    double gb = (double)floats * 4 * reps / 1e9;  // the buffer per rank per call
+    double mb = (double)floats * 4 * reps / 1e6;  // the buffer per rank per call
     std::printf("MPI backend, %d ranks, %zu KiB per rank, %d reps\n", comm.size(), floats * 4 >> 10, reps);
-    std::printf("  MpiComm all_reduce: %6.3f GB/s   raw MPI_Allreduce: %6.3f GB/s   ratio gsl/raw = %.2f\n", gb / gsl,
-                gb / raw, raw / gsl);
-    std::printf("  MpiComm all_to_all: %6.3f GB/s   raw MPI_Alltoall:  %6.3f GB/s   ratio gsl/raw all_to_all = %.2f\n",
-                gb / gslA2a, gb / rawA2a, rawA2a / gslA2a);
+    std::printf("  MpiComm all_reduce: %8.1f MB/s   raw MPI_Allreduce: %8.1f MB/s   ratio gsl/raw = %.2f\n", mb / gsl,
+                mb / raw, raw / gsl);
+    std::printf("  MpiComm all_to_all: %8.1f MB/s   raw MPI_Alltoall:  %8.1f MB/s   ratio gsl/raw all_to_all = %.2f\n",
+                mb / gslA2a, mb / rawA2a, rawA2a / gslA2a);
   }
   return 0;
 }

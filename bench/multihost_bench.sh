@@ -11,8 +11,9 @@
 # Root only. `make bench-multihost` runs it.
 #   multihost_bench.sh GSL BENCH_COLLECTIVES_MPI SOURCE_DIR [STEPS]
 set -u
-GSL=$1
-BENCH=$2
+abs() { case $1 in /*) echo "$1" ;; *) echo "$(pwd)/$1" ;; esac; }
+GSL=$(abs "$1")
+BENCH=$(abs "$2")
 SRC=$(cd "$3" && pwd)
 STEPS=${4:-12}
 MH_DIR=$SRC/tests/multihost
