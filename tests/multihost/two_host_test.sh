@@ -10,7 +10,8 @@
 #     (numbers within rel 1e-5), via `gsl run --mpi --hostfile`;
 #  2. a bare `mpirun --hostfile ... gsl run examples/mlp.gsl` (no -np to
 #     gsl) prints what the thread run at -np 4 prints;
-#  3. files: save() and save_checkpoint() write on rank 0's host; a file in
+#  3. files (with --host and no -np once): save() and save_checkpoint()
+#     write on rank 0's host; a file in
 #     a directory the hosts do not share (GSL_MH_PRIVATE: gslnode2 sees an
 #     empty one) is a load error naming gslnode2, and so is --resume from
 #     it; --resume from the shared directory continues the run;
@@ -102,7 +103,11 @@ check_same "$T/want_bare.txt" "$T/bare.txt" "bare mpirun -np 4 gsl run examples/
 
 # 3. Files. save() on rank 0's host: the private directory of gslnode1
 # (the real one) has it, gslnode2's does not; its load fails there.
-two_hosts private "$MH_DIR/write_files.gsl" -np 4 > "$T/write.txt" 2> "$T/err_write.txt" || fail "write_files.gsl"
+# (This run names the hosts with --host and no -np: NP is their 4 slots.)
+(cd "$T/work/private" && timeout $((60 * S)) "$MH_DIR/netns_rsh.sh" --argv gslnode1 "$GSL" run "$MH_DIR/write_files.gsl" \
+  --mpi --host gslnode1:2,gslnode2:2 --mpirun-args "$MPIARGS" < /dev/null) > "$T/write.txt" 2> "$T/err_write.txt" ||
+  fail "write_files.gsl with --host gslnode1:2,gslnode2:2"
+grep -qx "saved on 4 ranks" "$T/write.txt" || fail "write_files.gsl did not run on 4 ranks"
 [ -s "$T/work/private/x.npy" ] || fail "save() wrote no private/x.npy on gslnode1 (rank 0's host)"
 two_hosts private "$MH_DIR/read_files.gsl" -np 4 > "$T/read.txt" 2> "$T/err_read.txt" && fail "load of a file gslnode2 lacks succeeded"
 want="$MH_DIR/read_files.gsl:6:11: error: x.npy: no such file on host gslnode2"
