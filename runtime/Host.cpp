@@ -140,7 +140,7 @@ class RankRunner {
     ctx.comm = &comm;
     ctx.param = [this](const std::string& n) -> const Tensor& { return params_.at(n); };
     ctx.mesh = [&m](const std::string& n) -> const ir::Mesh& { return *m.findMesh(n); };
-    engine_ = o.engine == Engine::Jit ? backend::makeJitEngine(ctx) : backend::makeInterpreterEngine(ctx);
+    engine_ = o.engine == Engine::Jit ? backend::makeJitEngine(ctx, o.jit) : backend::makeInterpreterEngine(ctx);
     if (!o.resume.empty()) restore(o.resume);
     if (rank == 0 && !o.logPath.empty()) {
       log_.open(o.logPath, std::ios::out | std::ios::trunc);
@@ -574,7 +574,8 @@ class RankRunner {
 // result they hold), and measures the largest.
 class MemoryWalker {
  public:
-  MemoryWalker(SpmdProgram& prog, MemoryEstimate& est) : prog_(prog), est_(est) {}
+  MemoryWalker(SpmdProgram& prog, const backend::JitOptions& jit, MemoryEstimate& est)
+      : prog_(prog), jit_(jit), est_(est) {}
 
   void block(const std::vector<HostStmt>& b) {
     for (const auto& s : b) stmt(s);
@@ -591,6 +592,7 @@ class MemoryWalker {
 
  private:
   SpmdProgram& prog_;
+  const backend::JitOptions& jit_;  // the planner's options, as the run's engine
   MemoryEstimate& est_;
   std::map<std::string, std::optional<Sharding>> vars_;
   std::map<std::string, uint64_t> states_;  // optimizer state -> bytes per rank
@@ -633,7 +635,7 @@ class MemoryWalker {
       seen.push_back(r);
       results = addBytes(results, bytes(r->type));
     }
-    uint64_t work = backend::jitPlannedPeakBytes(f);
+    uint64_t work = backend::jitPlannedPeakBytes(f, jit_);
     uint64_t total = addBytes(addBytes(inputs, work), results);
     if (total > est_.activationBytes || !est_.where.valid()) {
       est_.activationBytes = total;
@@ -680,9 +682,9 @@ class MemoryWalker {
   }
 };
 
-MemoryEstimate estimate(SpmdProgram& spmd, const frontend::CheckedProgram& prog) {
+MemoryEstimate estimate(SpmdProgram& spmd, const frontend::CheckedProgram& prog, const backend::JitOptions& jit) {
   MemoryEstimate est;
-  MemoryWalker w(spmd, est);
+  MemoryWalker w(spmd, jit, est);
   w.block(prog.host.body);
   w.finish();
   return est;
@@ -692,7 +694,7 @@ MemoryEstimate estimate(SpmdProgram& spmd, const frontend::CheckedProgram& prog)
 
 MemoryEstimate estimateMemory(const frontend::CheckedProgram& prog, const RunOptions& opts) {
   SpmdProgram spmd(prog, opts.seed);
-  return estimate(spmd, prog);
+  return estimate(spmd, prog, opts.jit);
 }
 
 bool checkMemory(const MemoryEstimate& est, const RunOptions& opts, Diagnostics& diags) {
@@ -712,7 +714,7 @@ bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagn
   std::ostream& out = opts.out ? *opts.out : std::cout;
   SpmdProgram spmd(prog, opts.seed);
   // The memory check partitions every thunk; the run reuses those programs.
-  if (opts.maxMemory && !checkMemory(estimate(spmd, prog), opts, diags)) return false;
+  if (opts.maxMemory && !checkMemory(estimate(spmd, prog, opts.jit), opts, diags)) return false;
   MpiComm* mpiComm = nullptr;
   auto body = [&](int rank, backend::Communicator& realComm) {
     // TEST-ONLY: GSL_TEST_FAULT may wrap the communicator (runtime/TestFaults.h).

@@ -29,6 +29,7 @@
 #include <ostream>
 #include <string>
 
+#include "backend/jit/JitOptions.h"
 #include "frontend/Frontend.h"
 #include "support/Diagnostics.h"
 
@@ -41,6 +42,7 @@ enum class Engine { Interp, Jit };
 struct RunOptions {
   uint64_t seed = 0;               // --seed: params and random_uniform
   Engine engine = Engine::Jit;     // --engine (jit, as `gsl run`)
+  backend::JitOptions jit;         // the JIT's options (engine and memory estimate)
   std::ostream* out = nullptr;     // where print writes (default std::cout)
   bool mpi = false;                // this process is one MPI rank (under mpirun)
   std::string resume;              // --resume: a checkpoint to start from

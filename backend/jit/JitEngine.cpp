@@ -1,5 +1,6 @@
 // The JIT engine: one process-wide LLJIT, a compile cache keyed by the
-// printed IR of a function, and the Engine that calls compiled code.
+// options and the printed IR of a function, and the Engine that calls
+// compiled code.
 #include "backend/jit/JitEngine.h"
 
 #include <llvm/ExecutionEngine/Orc/Core.h>
@@ -19,7 +20,10 @@
 #include <cstdlib>
 #include <future>
 #include <mutex>
+#include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "backend/jit/Codegen.h"
 #include "backend/jit/Runtime.h"
@@ -60,6 +64,28 @@ std::string cacheKey(const ir::Function& f) {
   return ir::printFunction(const_cast<ir::Function&>(f));
 }
 
+// f32 lanes of the host's widest vector registers: 16 with AVX-512, 8 with
+// AVX, 4 otherwise (from the features the JIT's target machine is built
+// with; no target machine needed).
+int hostVectorWidth() {
+  static const int width = [] {
+    auto jtmb = expect(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
+    const std::string features = jtmb.getFeatures().getString();
+    return features.find("+avx512f") != std::string::npos ? 16 : features.find("+avx") != std::string::npos ? 8 : 4;
+  }();
+  return width;
+}
+
+// `opts` with its vector width resolved against the host: 0 becomes the
+// host's widest, a request is narrowed to it.
+JitOptions resolve(const JitOptions& opts) {
+  GSL_ASSERT(opts.vectorWidth == 0 || opts.vectorWidth == 4 || opts.vectorWidth == 8 || opts.vectorWidth == 16,
+             "jit: JitOptions::vectorWidth must be 0, 4, 8 or 16, got " + std::to_string(opts.vectorWidth));
+  JitOptions r = opts;
+  r.vectorWidth = opts.vectorWidth ? std::min(opts.vectorWidth, hostVectorWidth()) : hostVectorWidth();
+  return r;
+}
+
 class Compiler {
  public:
   static Compiler& get() {
@@ -67,27 +93,30 @@ class Compiler {
     return c;
   }
 
-  // The compiled form of `f` (compiled on the first request for its text;
-  // concurrent requests for the same text wait for that one compile).
-  std::shared_ptr<const Compiled> lookup(const ir::Function& f) {
+  // The compiled form of `f` under `opts` (compiled on the first request
+  // for its text and options; concurrent requests for the same wait for
+  // that one compile).
+  std::shared_ptr<const Compiled> lookup(const ir::Function& f, const JitOptions& opts) {
+    const JitOptions resolved = resolve(opts);
     std::string key = cacheKey(f);
     std::promise<std::shared_ptr<const Compiled>> promise;
-    std::shared_future<std::shared_ptr<const Compiled>> fut;
+    Future fut;
     bool mine = false;
     {
       std::lock_guard<std::mutex> lock(cacheMutex_);
-      auto it = cache_.find(key);
-      if (it != cache_.end()) {
+      std::unordered_map<std::string, Future>& cache = cacheFor(resolved);
+      auto it = cache.find(key);
+      if (it != cache.end()) {
         fut = it->second;
       } else {
         fut = promise.get_future().share();
-        cache_.emplace(std::move(key), fut);
+        cache.emplace(std::move(key), fut);
         mine = true;
       }
     }
     if (mine) {
       try {
-        promise.set_value(compile(f));
+        promise.set_value(compile(f, resolved));
       } catch (...) {
         promise.set_exception(std::current_exception());
       }
@@ -97,9 +126,10 @@ class Compiler {
 
   uint64_t compiles() const { return compiles_.load(); }
 
-  std::string emit(const ir::Function& f, bool optimized) {
+  std::string emit(const ir::Function& f, bool optimized, const JitOptions& opts) {
+    const JitOptions resolved = resolve(opts);
     std::lock_guard<std::mutex> lock(compileMutex_);
-    jit::Lowered l = jit::lowerFunction(f, "gsl_" + f.name, opts_);
+    jit::Lowered l = jit::lowerFunction(f, "gsl_" + f.name, resolved);
     prepare(*l.module);
     if (optimized) optimize(*l.module);
     std::string s;
@@ -116,16 +146,6 @@ class Compiler {
     auto jtmb = expect(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
     jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
     tm_ = expect(jtmb.createTargetMachine(), "creating the target machine");
-    opts_ = jit::defaultCodegenOptions();
-    const std::string features = tm_->getTargetFeatureString().str();
-    opts_.vectorWidth = features.find("+avx512f") != std::string::npos ? 16
-                        : features.find("+avx") != std::string::npos   ? 8
-                                                                         : 4;
-    // Narrower kernels for testing (what an AVX2 or SSE host would run).
-    if (const char* e = std::getenv("GSL_JIT_VECTOR_WIDTH")) {
-      int w = std::atoi(e);
-      if (w == 4 || w == 8 || w == 16) opts_.vectorWidth = std::min(w, opts_.vectorWidth);
-    }
     jit_ = expect(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(), "creating the LLJIT");
     // Every runtime helper is an absolute symbol of the main JITDylib.
     llvm::orc::SymbolMap syms;
@@ -163,10 +183,10 @@ class Compiler {
     mpm.run(m, mam);
   }
 
-  std::shared_ptr<const Compiled> compile(const ir::Function& f) {
+  std::shared_ptr<const Compiled> compile(const ir::Function& f, const JitOptions& resolved) {
     std::lock_guard<std::mutex> lock(compileMutex_);
     const std::string symbol = "gsl_fn_" + std::to_string(nextSymbol_++);
-    jit::Lowered l = jit::lowerFunction(f, symbol, opts_);
+    jit::Lowered l = jit::lowerFunction(f, symbol, resolved);
     prepare(*l.module);
     optimize(*l.module);
     expect(jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(l.module), std::move(l.context))),
@@ -180,13 +200,24 @@ class Compiler {
     return c;
   }
 
+  using Future = std::shared_future<std::shared_ptr<const Compiled>>;
+
+  // The cache of functions compiled with `resolved` (guarded by cacheMutex_;
+  // a process sees few distinct options, so a list is searched).
+  std::unordered_map<std::string, Future>& cacheFor(const JitOptions& resolved) {
+    for (auto& [opts, fns] : caches_)
+      if (opts == resolved) return fns;
+    caches_.emplace_back(resolved, std::unordered_map<std::string, Future>{});
+    return caches_.back().second;
+  }
+
   std::unique_ptr<llvm::TargetMachine> tm_;
-  jit::CodegenOptions opts_;
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::mutex compileMutex_;  // the target machine, lowering and the LLJIT's compiles
   uint64_t nextSymbol_ = 0;
   std::mutex cacheMutex_;
-  std::unordered_map<std::string, std::shared_future<std::shared_ptr<const Compiled>>> cache_;
+  // Per resolved options: printed IR -> compiled function.
+  std::vector<std::pair<JitOptions, std::unordered_map<std::string, Future>>> caches_;
   std::atomic<uint64_t> compiles_{0};
 };
 
@@ -210,7 +241,7 @@ char* workspace(size_t bytes) {
 
 class JitEngine : public Engine {
  public:
-  explicit JitEngine(const KernelContext& ctx) : ctx_(ctx) {}
+  JitEngine(const KernelContext& ctx, const JitOptions& opts) : ctx_(ctx), opts_(opts) {}
   const char* name() const override { return "jit"; }
 
   std::vector<Tensor> call(const ir::Function& f, const std::vector<Tensor>& args) override {
@@ -225,7 +256,7 @@ class JitEngine : public Engine {
                      f.args[i]->type.str());
       inputs[i] = const_cast<void*>(args[i].raw());
     }
-    std::shared_ptr<const Compiled> c = Compiler::get().lookup(f);
+    std::shared_ptr<const Compiled> c = Compiler::get().lookup(f, opts_);
     GSL_ASSERT(c->results.size() == f.results.size(), "jit: compiled function does not match '" + f.name + "'");
     std::vector<Tensor> results(f.results.size());
     std::vector<void*> outputs(f.results.size(), nullptr);
@@ -251,18 +282,27 @@ class JitEngine : public Engine {
 
  private:
   KernelContext ctx_;
+  JitOptions opts_;
 };
 
 }  // namespace
 
-std::unique_ptr<Engine> makeJitEngine(const KernelContext& ctx) { return std::make_unique<JitEngine>(ctx); }
+std::unique_ptr<Engine> makeJitEngine(const KernelContext& ctx, const JitOptions& opts) {
+  return std::make_unique<JitEngine>(ctx, opts);
+}
 
 uint64_t jitCompileCount() { return Compiler::get().compiles(); }
 
-size_t jitPeakBytes(const ir::Function& f) { return Compiler::get().lookup(f)->peakBytes; }
+size_t jitPeakBytes(const ir::Function& f, const JitOptions& opts) {
+  return Compiler::get().lookup(f, opts)->peakBytes;
+}
 
-size_t jitPlannedPeakBytes(const ir::Function& f) { return jit::planPeakBytes(f, jit::defaultCodegenOptions()); }
+size_t jitPlannedPeakBytes(const ir::Function& f, const JitOptions& opts) {
+  return jit::planPeakBytes(f, resolve(opts));
+}
 
-std::string jitEmitLLVM(const ir::Function& f, bool optimized) { return Compiler::get().emit(f, optimized); }
+std::string jitEmitLLVM(const ir::Function& f, bool optimized, const JitOptions& opts) {
+  return Compiler::get().emit(f, optimized, opts);
+}
 
 }  // namespace gsl::backend

@@ -146,7 +146,13 @@ void checkDiagnostics(const gsl::SourceManager& sm, const gsl::Diagnostics& diag
 
 void lowerToLLVM(const gsl::ir::Function& f) {
   if (f.ops.size() > kCodegenMaxOps) return;
-  static const gsl::backend::jit::CodegenOptions opts = gsl::backend::jit::defaultCodegenOptions();
+  // The default options at the AVX2 width (code generation alone: nothing
+  // asks the host).
+  static const gsl::backend::JitOptions opts = [] {
+    gsl::backend::JitOptions o;
+    o.vectorWidth = 8;
+    return o;
+  }();
   // Asserts that LLVM's verifier accepts the function (an internal error if not).
   gsl::backend::jit::Lowered l = gsl::backend::jit::lowerFunction(f, "gsl_fuzz", opts);
   if (!l.module || l.results.size() != f.results.size()) fail("codegen of @" + f.name + " returned no module");

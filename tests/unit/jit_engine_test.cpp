@@ -127,14 +127,14 @@ TEST_CASE("jit: a 5-op elementwise chain is one loop with no intermediate buffer
   Value* x = b.arg(randF32({33, 65}));
   Value* y = b.arg(randF32({65}, -1, 1, 5));
   b.check1(chain(b, x, y));
-  CHECK(jitPeakBytes(b.f) == 0);
+  CHECK(jitPeakBytes(b.f, testOptions()) == 0);
   // One function, exp inlined as arithmetic (its range reduction's floor),
   // no workspace traffic, and the optimised loop is vectorised.
-  std::string ll = jitEmitLLVM(b.f, /*optimized=*/false);
+  std::string ll = jitEmitLLVM(b.f, /*optimized=*/false, testOptions());
   CHECK(ll.find("@llvm.floor.f32") != std::string::npos);
   CHECK(ll.find("@llvm.exp.f32") == std::string::npos);
   CHECK(ll.find("gsl_rt_") == std::string::npos);  // nothing called
-  std::string opt = jitEmitLLVM(b.f, /*optimized=*/true);
+  std::string opt = jitEmitLLVM(b.f, /*optimized=*/true, testOptions());
   CHECK(opt.find("x float>") != std::string::npos);  // vector code
 }
 
@@ -147,7 +147,7 @@ TEST_CASE("jit: a reduction of a fused chain reads no intermediate buffer") {
   Value* s = b.op(OpKind::Mean, {b.op(OpKind::Sqrt, {b.op(OpKind::Abs, {sq})})}, attrs({{"axis", Ints{-1}}}));
   b.check1(s);
   // The chain's result (16 x 100 f32) and mean's double accumulators (16 x 8).
-  CHECK(jitPeakBytes(b.f) == 16 * 100 * 4 + 128);
+  CHECK(jitPeakBytes(b.f, testOptions()) == 16 * 100 * 4 + 128);
 }
 
 TEST_CASE("jit: dead values' buffers are reused") {
@@ -156,7 +156,7 @@ TEST_CASE("jit: dead values' buffers are reused") {
   for (int i = 0; i < 6; ++i) v = b.op(OpKind::Transpose, {v}, attrs({{"perm", Ints{1, 0}}}));
   b.check1(v);
   // Five intermediates, at most two alive at once.
-  CHECK(jitPeakBytes(b.f) == 2 * 64 * 64 * 4);
+  CHECK(jitPeakBytes(b.f, testOptions()) == 2 * 64 * 64 * 4);
 }
 
 TEST_CASE("jit: results that are arguments, repeated values, views, params and constants") {
@@ -183,7 +183,7 @@ TEST_CASE("jit: unused ops are skipped, but a failing take still fails") {
   b.op(OpKind::Exp, {x});  // dead
   b.op(OpKind::Take, {x, idx});  // dead, but it fails
   b.f.results = {b.op(OpKind::Neg, {x})};
-  CHECK_THROWS_AS(makeJitEngine({})->call(b.f, b.args), RuntimeError);
+  CHECK_THROWS_AS(makeJitEngine({}, testOptions())->call(b.f, b.args), RuntimeError);
   CHECK_THROWS_AS(interpret(b.f, b.args, {}), RuntimeError);
 }
 
@@ -207,7 +207,7 @@ TEST_CASE("jit: 64 threads calling one function compile it exactly once") {
       build(b);
       KernelContext ctx;
       ctx.rank = t;
-      auto engine = makeJitEngine(ctx);
+      auto engine = makeJitEngine(ctx, testOptions());
       start.arrive_and_wait();
       for (int rep = 0; rep < 5; ++rep) {
         Tensor got = engine->call(b.f, b.args).at(0);
@@ -249,7 +249,7 @@ TEST_CASE("jit: one compiled per-rank program serves every rank (shard_slice, al
         ctx.rank = r;
         ctx.comm = &comm;
         ctx.mesh = [&](const std::string&) -> const ir::Mesh& { return mesh; };
-        out[r] = useJit ? makeJitEngine(ctx)->call(b.f, b.args) : interpret(b.f, b.args, ctx);
+        out[r] = useJit ? makeJitEngine(ctx, testOptions())->call(b.f, b.args) : interpret(b.f, b.args, ctx);
       });
     for (auto& t : ts) t.join();
   };
@@ -295,7 +295,7 @@ TEST_CASE("jit: reduce_scatter, all_to_all and collective_permute on 2 x 2 ranks
         ctx.rank = r;
         ctx.comm = &comm;
         ctx.mesh = [&](const std::string&) -> const ir::Mesh& { return mesh; };
-        out[r] = useJit ? makeJitEngine(ctx)->call(b.f, b.args) : interpret(b.f, b.args, ctx);
+        out[r] = useJit ? makeJitEngine(ctx, testOptions())->call(b.f, b.args) : interpret(b.f, b.args, ctx);
       });
     for (auto& t : ts) t.join();
   };
@@ -320,14 +320,14 @@ TEST_CASE("jit: a communication failure is rethrown by the engine") {
   Value* v = b.arg(randF32({3}));
   b.f.results = {b.op(OpKind::AllReduce, {v}, attrs({{"mesh", std::string("m")}, {"axes", Ints{0}},
                                                       {"n", int64_t(1)}, {"reduce", std::string("sum")}}))};
-  CHECK_THROWS_AS(makeJitEngine(ctx)->call(b.f, b.args), CommError);
+  CHECK_THROWS_AS(makeJitEngine(ctx, testOptions())->call(b.f, b.args), CommError);
 }
 
 TEST_CASE("jit: --emit llvm text") {
   Builder b;
   Value* x = b.arg(randF32({8, 8}));
   b.f.results = {b.op(OpKind::MatMul, {x, x})};
-  std::string raw = jitEmitLLVM(b.f, false), opt = jitEmitLLVM(b.f, true);
+  std::string raw = jitEmitLLVM(b.f, false, testOptions()), opt = jitEmitLLVM(b.f, true, testOptions());
   CHECK(raw.find("define i32 @gsl_t(ptr") != std::string::npos);
   CHECK(opt.find("@gsl_t(ptr") != std::string::npos);
   CHECK(opt.find(" x float>") != std::string::npos);  // vectorised for the host
@@ -339,7 +339,7 @@ TEST_CASE("jit: GEMM code choice (generated kernel, Eigen)") {
     Value* x = bl.arg(randF32(a));
     Value* y = bl.arg(randF32(b));
     bl.f.results = {bl.op(OpKind::Einsum, {x, y}, attrs({{"spec", std::string(spec)}}))};
-    return jitEmitLLVM(bl.f, false);
+    return jitEmitLLVM(bl.f, false, testOptions());
   };
   // Contiguous rows of B and C: the generated kernel, even when large.
   CHECK(ll("ij,jk->ik", {300, 200}, {200, 100}).find("gsl_rt_sgemm") == std::string::npos);

@@ -306,7 +306,7 @@ TEST_CASE("jit: take reports an index out of range like the interpreter") {
     std::string expect = "take: index " + std::to_string(bad) + " is out of range for a table of 5 rows";
     bool thrown = false;
     try {
-      makeJitEngine({})->call(b.f, b.args);
+      makeJitEngine({}, testOptions())->call(b.f, b.args);
     } catch (const RuntimeError& e) {
       thrown = true;
       CHECK(std::string(e.what()) == expect);

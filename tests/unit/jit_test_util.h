@@ -14,6 +14,7 @@
 #include "backend/Interpreter.h"
 #include "backend/Random.h"
 #include "backend/jit/JitEngine.h"
+#include "backend/jit/JitOptions.h"
 #include "ir/Function.h"
 #include "ir/OpTable.h"
 
@@ -28,6 +29,15 @@ using ir::Shape;
 using ir::TensorType;
 using ir::Value;
 using Ints = std::vector<int64_t>;
+
+// The options every test compiles with: the defaults, or what the GSL_JIT_*
+// variables ask for (ctest runs this binary again with some of them set:
+// unit_jit_fallback, unit_jit_gemm_width* in tests/CMakeLists.txt). Read
+// once, here at the edge, as the gsl tool does.
+inline const JitOptions& testOptions() {
+  static const JitOptions opts = jitOptionsFromEnvironment();
+  return opts;
+}
 
 inline AttrMap attrs(std::initializer_list<std::pair<const char*, ir::Attr>> kv) {
   AttrMap m;
@@ -125,7 +135,7 @@ struct Builder {
   std::vector<Tensor> check(std::vector<Value*> results, const KernelContext& ctx = {}, bool normwise = false) {
     f.results = std::move(results);
     std::vector<Tensor> ref = interpret(f, args, ctx);
-    std::vector<Tensor> got = makeJitEngine(ctx)->call(f, args);
+    std::vector<Tensor> got = makeJitEngine(ctx, testOptions())->call(f, args);
     REQUIRE(got.size() == ref.size());
     for (size_t i = 0; i < ref.size(); ++i) compareTensors(got[i], ref[i], "result " + std::to_string(i), normwise);
     return got;

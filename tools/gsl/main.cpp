@@ -131,7 +131,8 @@ bool memoryLimit(const std::string& flag, int64_t np, gsl::runtime::RunOptions& 
 }
 
 std::string statsJson(const gsl::ir::Module& mod, const std::vector<std::unique_ptr<gsl::ir::Function>>& perRank,
-                      const std::vector<std::string>& userFns, const std::string& only) {
+                      const std::vector<std::string>& userFns, const std::string& only,
+                      const gsl::backend::JitOptions& jit) {
   uint64_t paramBytes = 0;
   for (const auto& p : mod.params)
     paramBytes += (uint64_t)gsl::ir::TensorType{p.type.dtype, gsl::passes::localShape(mod, p.type, p.sharding)}
@@ -147,7 +148,7 @@ std::string statsJson(const gsl::ir::Module& mod, const std::vector<std::unique_
     // without compiling it: --stats stays fast for a 600B-param model).
     std::string cost = gsl::passes::costJson(gsl::passes::estimateCost(mod, *f), 4);
     cost.insert(cost.find('\n') + 1,
-                "      \"jit_peak_bytes\": " + std::to_string(gsl::backend::jitPlannedPeakBytes(*f)) + ",\n");
+                "      \"jit_peak_bytes\": " + std::to_string(gsl::backend::jitPlannedPeakBytes(*f, jit)) + ",\n");
     s += std::string(first ? "\n" : ",\n") + "    \"" + f->name + "\": " + cost;
     first = false;
   }
@@ -316,6 +317,7 @@ int main(int argc, char** argv) {
     }
     const bool multiHost = !lo.hostfile.empty() || !lo.hosts.empty();
     gsl::runtime::RunOptions ro;
+    ro.jit = gsl::backend::jitOptionsFromEnvironment();
     if (!memoryLimit(maxMemory, runC.np, ro)) return 2;
     auto prog = build(runC, sm, diags, rc);
     if (!prog) return rc;
@@ -391,13 +393,14 @@ int main(int argc, char** argv) {
       }
     }
     if (stats) {
-      std::cout << statsJson(mod, perRank, prog->userFunctions, fn);
+      std::cout << statsJson(mod, perRank, prog->userFunctions, fn, gsl::backend::jitOptionsFromEnvironment());
       return 0;
     }
     if (emitKind == EmitKind::Llvm) {
       // The optimised LLVM IR of each per-rank program, as the JIT compiles it.
+      const gsl::backend::JitOptions jitOptions = gsl::backend::jitOptionsFromEnvironment();
       for (auto& f : perRank)
-        if (selected(*f)) std::cout << gsl::backend::jitEmitLLVM(*f, true) << "\n";
+        if (selected(*f)) std::cout << gsl::backend::jitEmitLLVM(*f, true, jitOptions) << "\n";
       return 0;
     }
     if (emitKind == EmitKind::Spmd) {

@@ -1,0 +1,326 @@
+// The buffer planner: planBuffers runs the steps below in order, each
+// filling its part of the BufferPlan.
+#include "backend/jit/BufferPlan.h"
+
+#include <algorithm>
+#include <map>
+
+#include "support/Diagnostics.h"
+
+namespace gsl::backend::jit {
+
+namespace {
+
+using ir::DType;
+using ir::OpClass;
+using ir::OpKind;
+using ir::Shape;
+
+bool isPlainReduction(OpKind k) {
+  return k == OpKind::Sum || k == OpKind::Mean || k == OpKind::Max || k == OpKind::Min;
+}
+
+// Ops that read every operand element by element through an expression
+// tree, so a fused producer can be evaluated inline.
+bool readsThroughTrees(OpKind k) { return isElementwise(k) || isPlainReduction(k); }
+
+// Ops that must run even when their result is unused: they can fail (take)
+// or communicate with other ranks (collectives).
+bool mustRun(const ir::Op& op) {
+  return op.kind == OpKind::Take || op.info().cls == OpClass::Collective;
+}
+
+// Offsets in one arena; freed blocks are reused (best fit) and coalesced.
+class Arena {
+ public:
+  static constexpr size_t kAlign = 64;
+  size_t alloc(size_t n) {
+    n = (n + kAlign - 1) / kAlign * kAlign;
+    if (n == 0) n = kAlign;
+    auto best = free_.end();
+    for (auto it = free_.begin(); it != free_.end(); ++it)
+      if (it->second >= n && (best == free_.end() || it->second < best->second)) best = it;
+    if (best != free_.end()) {
+      size_t off = best->first, size = best->second;
+      free_.erase(best);
+      if (size > n) free_[off + n] = size - n;
+      return off;
+    }
+    size_t off = top_;
+    // Extend a free block that ends at the top instead of leaving it behind.
+    if (!free_.empty()) {
+      auto last = std::prev(free_.end());
+      if (last->first + last->second == top_) {
+        off = last->first;
+        free_.erase(last);
+      }
+    }
+    top_ = off + n;
+    peak_ = std::max(peak_, top_);
+    return off;
+  }
+  void release(size_t off, size_t n) {
+    n = (n + kAlign - 1) / kAlign * kAlign;
+    if (n == 0) n = kAlign;
+    auto it = free_.emplace(off, n).first;
+    auto next = std::next(it);
+    if (next != free_.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      free_.erase(next);
+    }
+    if (it != free_.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        free_.erase(it);
+        it = prev;
+      }
+    }
+    if (it->first + it->second == top_) {
+      top_ = it->first;
+      free_.erase(it);
+    }
+  }
+  size_t peak() const { return peak_; }
+
+ private:
+  std::map<size_t, size_t> free_;  // offset -> size
+  size_t top_ = 0, peak_ = 0;
+};
+
+// The first result slot of each value that is a function result.
+using ResultIndex = std::unordered_map<IRValue, int>;
+
+ResultIndex resultSlots(const ir::Function& f) {
+  ResultIndex resultIndex;
+  for (size_t j = 0; j < f.results.size(); ++j) resultIndex.emplace(f.results[j], (int)j);
+  return resultIndex;
+}
+
+// Liveness of ops: backwards from results and ops that must run.
+void markLive(const ir::Function& f, BufferPlan& p) {
+  const size_t n = f.ops.size();
+  p.live.assign(n, false);
+  std::unordered_map<IRValue, bool> needed;
+  for (IRValue v : f.results) needed[v] = true;
+  for (size_t i = n; i-- > 0;) {
+    const ir::Op& op = *f.ops[i];
+    if (needed.count(op.result) || mustRun(op)) {
+      p.live[i] = true;
+      for (IRValue v : op.operands) needed[v] = true;
+    }
+  }
+}
+
+// Ops sent to the reference kernel by JitOptions::fallbackOps.
+void markFallback(const ir::Function& f, const JitOptions& opts, BufferPlan& p) {
+  const size_t n = f.ops.size();
+  p.fallback.assign(n, false);
+  for (size_t i = 0; i < n; ++i)
+    p.fallback[i] = std::find(opts.fallbackOps.begin(), opts.fallbackOps.end(), f.ops[i]->kind) != opts.fallbackOps.end();
+}
+
+// Elementwise code that is generated (and so may be fused), and ops that
+// read their operands through generated expression trees.
+bool generatedElementwise(const ir::Function& f, const BufferPlan& p, size_t i) {
+  return !p.fallback[i] && isElementwise(f.ops[i]->kind);
+}
+bool generatedTreeReader(const ir::Function& f, const BufferPlan& p, size_t i) {
+  return !p.fallback[i] && readsThroughTrees(f.ops[i]->kind);
+}
+
+// Uses by live ops (with multiplicity) and the (last) consumer.
+struct Uses {
+  std::unordered_map<IRValue, int> count;
+  std::unordered_map<IRValue, size_t> consumer;
+};
+
+Uses countUses(const ir::Function& f, const BufferPlan& p) {
+  Uses u;
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    if (!p.live[i]) continue;
+    for (IRValue v : f.ops[i]->operands) {
+      u.count[v]++;
+      u.consumer[v] = i;
+    }
+  }
+  return u;
+}
+
+// Fusion: a single-use elementwise result read through a tree by an op of
+// the same element count (a reduction reads its operand's own shape).
+void markFused(const ir::Function& f, const ResultIndex& resultIndex, const Uses& u, BufferPlan& p) {
+  const size_t n = f.ops.size();
+  p.fused.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Op& op = *f.ops[i];
+    IRValue v = op.result;
+    if (!p.live[i] || !generatedElementwise(f, p, i) || resultIndex.count(v)) continue;
+    auto uses = u.count.find(v);
+    if (uses == u.count.end() || uses->second != 1) continue;
+    const size_t consumer = u.consumer.at(v);
+    const ir::Op& c = *f.ops[consumer];
+    if (!generatedTreeReader(f, p, consumer)) continue;
+    if (isElementwise(c.kind) && v->type.numElements() != c.result->type.numElements()) continue;
+    p.fused[i] = true;
+  }
+}
+
+// Contraction plans of the live, unfused matmuls and einsums that run as
+// generated code.
+void planContractions(const ir::Function& f, const JitOptions& opts, BufferPlan& p) {
+  const size_t n = f.ops.size();
+  p.gemm.resize(n);
+  for (size_t i = 0; i < n; ++i)
+    if (p.live[i] && !p.fused[i] && !p.fallback[i]) p.gemm[i] = planGemm(*f.ops[i], opts);
+}
+
+// Where each result of the function comes from.
+void planResults(const ir::Function& f, const ResultIndex& resultIndex, BufferPlan& p) {
+  p.results.resize(f.results.size());
+  for (size_t j = 0; j < f.results.size(); ++j) {
+    IRValue v = f.results[j];
+    if (resultIndex.at(v) != (int)j) p.results[j] = {ResultSource::Repeat, resultIndex.at(v)};
+    else if (v->argIndex >= 0) p.results[j] = {ResultSource::Arg, v->argIndex};
+    else p.results[j] = {ResultSource::Computed, (int)j};
+  }
+}
+
+// Storage kinds of the arguments and of every op's result (None for ops
+// that do not run or are fused). Constants read by an op that does not
+// inline them need a buffer.
+void assignStorage(const ir::Function& f, const ResultIndex& resultIndex, BufferPlan& p) {
+  const size_t n = f.ops.size();
+  std::unordered_map<IRValue, bool> constNeedsBuffer;
+  for (size_t i = 0; i < n; ++i) {
+    if (!p.live[i] || p.fused[i]) continue;
+    const ir::Op& op = *f.ops[i];
+    if (generatedTreeReader(f, p, i)) continue;
+    for (IRValue v : op.operands)
+      if (v->def && v->def->kind == OpKind::Constant) constNeedsBuffer[v] = true;
+  }
+
+  for (IRValue a : f.args) p.storage[a] = {Storage::Input, a->argIndex};
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Op& op = *f.ops[i];
+    IRValue v = op.result;
+    Storage& s = p.storage[v];
+    if (!p.live[i] || p.fused[i]) continue;
+    auto result = resultIndex.find(v);
+    if (result != resultIndex.end() && v->argIndex < 0) {
+      s = {Storage::Output, result->second};
+      continue;
+    }
+    if (p.fallback[i]) {
+      s.kind = Storage::Workspace;
+      continue;
+    }
+    switch (op.kind) {
+      case OpKind::Param: s.kind = Storage::Param; break;
+      case OpKind::Reshape: s = {Storage::Alias, -1, 0, op.operands[0], 0}; break;
+      case OpKind::Slice: {
+        const Shape& sh = op.operands[0]->type.shape;
+        int64_t ax = op.attrs.getInt("axis"), outer = 1, inner = 1;
+        for (int64_t d = 0; d < ax; ++d) outer *= sh[d];
+        for (size_t d = ax + 1; d < sh.size(); ++d) inner *= sh[d];
+        if (outer == 1) s = {Storage::Alias, -1, 0, op.operands[0], op.attrs.getInt("start") * inner};
+        else s.kind = Storage::Workspace;
+        break;
+      }
+      case OpKind::Constant: s.kind = constNeedsBuffer.count(v) ? Storage::Workspace : Storage::None; break;
+      default: s.kind = Storage::Workspace;
+    }
+  }
+}
+
+// The op after which each buffer is read no more: a value read inside a
+// fused tree is read by the tree's root; reading an alias reads its base.
+std::unordered_map<IRValue, size_t> lastReaders(const ir::Function& f, const Uses& u, BufferPlan& p) {
+  const size_t n = f.ops.size();
+  std::vector<size_t> root(n);
+  for (size_t i = n; i-- > 0;) root[i] = p.fused[i] ? root[u.consumer.at(f.ops[i]->result)] : i;
+  auto owner = [&](IRValue v) {
+    while (p.storage[v].kind == Storage::Alias) v = p.storage[v].base;
+    return v;
+  };
+  std::unordered_map<IRValue, size_t> lastUse;
+  for (size_t i = 0; i < n; ++i) {
+    if (!p.live[i]) continue;
+    IRValue r = owner(f.ops[i]->result);
+    if (!lastUse.count(r)) lastUse[r] = root[i];
+    for (IRValue v : f.ops[i]->operands) {
+      IRValue o = owner(v);
+      lastUse[o] = std::max(lastUse.count(o) ? lastUse[o] : 0, root[i]);
+    }
+  }
+  return lastUse;
+}
+
+size_t bytesOf(IRValue v) { return (size_t)v->type.numElements() * 4; }
+
+// The temp bytes an op needs during its own execution.
+size_t tempBytes(const ir::Op& op, const BufferPlan& p, size_t i) {
+  const ir::TensorType& in = op.operands.empty() ? op.result->type : op.operands[0]->type;
+  if (p.fallback[i]) return 0;
+  switch (op.kind) {
+    case OpKind::Sum: case OpKind::Mean:
+      return in.dtype == DType::F32 ? (size_t)op.result->type.numElements() * 8 : 0;
+    case OpKind::LayerNorm: {
+      Shape kept = in.shape;
+      for (int64_t a : op.attrs.getInts("axis")) kept[a] = 1;
+      return (size_t)numel(kept) * 16;
+    }
+    case OpKind::MatMul: case OpKind::Einsum: return p.gemm[i] ? p.gemm[i]->tempBytes : 0;
+    default: return 0;
+  }
+}
+
+// Offsets: at each op allocate its result and temp space, then free the
+// temp space and every buffer whose last reader this op was.
+void assignOffsets(const ir::Function& f, const std::unordered_map<IRValue, size_t>& lastUse, BufferPlan& p) {
+  const size_t n = f.ops.size();
+  Arena arena;
+  std::map<size_t, std::vector<IRValue>> freeAt;
+  p.temp.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (!p.live[i] || p.fused[i]) continue;
+    const ir::Op& op = *f.ops[i];
+    Storage& s = p.storage[op.result];
+    if (s.kind == Storage::Workspace) {
+      s.offset = arena.alloc(bytesOf(op.result));
+      freeAt[lastUse.at(op.result)].push_back(op.result);
+    }
+    if (size_t t = tempBytes(op, p, i)) {
+      p.temp[i] = arena.alloc(t);
+      arena.release(p.temp[i], t);
+    }
+    for (IRValue v : freeAt[i]) arena.release(p.storage[v].offset, bytesOf(v));
+    freeAt.erase(i);
+  }
+  p.peak = arena.peak();
+}
+
+}  // namespace
+
+bool isElementwise(OpKind k) {
+  OpClass c = ir::opInfo(k).cls;
+  return c == OpClass::Unary || c == OpClass::Binary || c == OpClass::Ternary || k == OpKind::Broadcast;
+}
+
+size_t bytesOf(IRValue v) { return (size_t)v->type.numElements() * 4; }
+
+BufferPlan planBuffers(const ir::Function& f, const JitOptions& opts) {
+  BufferPlan p;
+  const ResultIndex resultIndex = resultSlots(f);
+  markLive(f, p);
+  markFallback(f, opts, p);
+  const Uses uses = countUses(f, p);
+  markFused(f, resultIndex, uses, p);
+  planContractions(f, opts, p);
+  planResults(f, resultIndex, p);
+  assignStorage(f, resultIndex, p);
+  assignOffsets(f, lastReaders(f, uses, p), p);
+  return p;
+}
+
+}  // namespace gsl::backend::jit

@@ -1,0 +1,79 @@
+// Where do buffers go? The buffer planner decides, before any LLVM IR is
+// built, which ops run, which are fused into their consumer, where every
+// value's elements live and at which workspace offsets.
+//
+// Fusion: an elementwise op whose result has a single use, by an
+// elementwise op or a sum/mean/max/min of the same element count, is not
+// materialised; its consumer evaluates it inline, so a chain of elementwise
+// ops (and a reduction of it) is one loop nest with no intermediate buffers.
+// Constants are inlined into elementwise code as immediates.
+//
+// Buffers: function results are written straight into the output tensors;
+// reshapes and slices of a contiguous block alias their operand; params are
+// read in place from the param store; every other materialised value lives
+// in the workspace at an offset chosen by a liveness-based allocator (a
+// value's bytes are reused once its last reader ran), whose high-water mark
+// is the function's peak bytes.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/jit/Contraction.h"
+#include "backend/jit/JitOptions.h"
+#include "ir/Function.h"
+
+namespace gsl::backend::jit {
+
+using IRValue = const ir::Value*;
+
+// Where result j of the function comes from.
+struct ResultSource {
+  enum Kind {
+    Computed,  // written by the compiled code into outputs[j]
+    Arg,       // the argument args[index] itself (as the interpreter returns it)
+    Repeat,    // the same value as result `index` (< j)
+  } kind = Computed;
+  int index = -1;
+};
+
+// Where a value's elements live.
+struct Storage {
+  enum Kind {
+    None,       // not materialised (fused into its consumer, an inlined constant, or dead)
+    Input,      // inputs[index]
+    Output,     // outputs[index]
+    Workspace,  // workspace + offset
+    Alias,      // the elements of `base`, from element `elemOffset` on (reshape, slice)
+    Param,      // the param store's buffer, returned by gsl_rt_param
+  } kind = None;
+  int index = -1;
+  size_t offset = 0;
+  IRValue base = nullptr;
+  int64_t elemOffset = 0;
+};
+
+struct BufferPlan {
+  std::vector<bool> live;       // per op: its code runs
+  std::vector<bool> fallback;   // per op: run by the reference kernel (gsl_rt_eval_op)
+  std::vector<bool> fused;      // per op: evaluated inline by its single consumer
+  std::unordered_map<IRValue, Storage> storage;  // every argument and op result
+  std::vector<size_t> temp;     // per op: byte offset of its temp space
+  std::vector<std::optional<Gemm>> gemm;  // per op: contraction plan
+  std::vector<ResultSource> results;
+  size_t peak = 0;              // workspace bytes
+};
+
+// Plans `f` for `opts` (vectorWidth resolved: the GEMM plans depend on it).
+BufferPlan planBuffers(const ir::Function& f, const JitOptions& opts);
+
+// Elementwise ops (generated as one loop nest, fusable): unary, binary,
+// ternary and broadcast.
+bool isElementwise(ir::OpKind k);
+
+// Bytes of a value's buffer (every element type is 4 bytes wide).
+size_t bytesOf(IRValue v);
+
+}  // namespace gsl::backend::jit

@@ -1,0 +1,222 @@
+#include "backend/jit/Contraction.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "support/Diagnostics.h"
+
+namespace gsl::backend::jit {
+
+namespace {
+
+using ir::Shape;
+
+// Choice of GEMM code, by measurement. Single thread, f32, AMD Zen 5 host
+// (AVX-512; a shared 2-core VM, so best of 15 runs), through the engine
+// (`C = A @ B` as one JIT-compiled function), GFLOP/s:
+//
+//   n x n x n, one product:      n =  64    128    256    512   1024
+//     generated kernel (gemmKernel)    126    176    194    188    176
+//     Eigen (gsl_rt_sgemm, direct)     107    128    135    131    122
+//   64 products [64, n, n] @ [64, n, n]:
+//                                n =   8     16     32     64
+//     generated kernel                  31    100    137    138
+//     Eigen, called per product          7     33     52     90
+//
+// The generated kernel (register-blocked 8 x 32 with AVX-512, B panels and
+// A blocks packed for large products) wins at every size: all sizes and
+// strides are compile-time constants, there is no call or dispatch, and
+// Eigen's blocking on this host stays near 70% of the kernel's rate. So a
+// GEMM whose B and C rows (or A and C columns) are contiguous, which is
+// every matmul and most einsums, is generated. Only layouts with neither
+// call Eigen (which packs any strides) when larger than 32^3
+// multiply-adds; smaller ones are generated dot-product loops.
+// JitOptions::gemm forces one side, for such measurements.
+void chooseGemmCode(Gemm& g, const JitOptions& o) {
+  using GC = JitOptions::GemmCode;
+  const bool rows = g.N > 1 && g.csB == 1 && g.csC == 1;
+  const bool cols = g.M > 1 && g.rsA == 1 && g.rsC == 1;
+  const bool big = g.M * g.N * g.K > o.dotLoopMacs;
+  if (o.gemm == GC::Eigen || (!rows && !cols && big && o.gemm == GC::Auto)) {
+    g.code = Gemm::Code::Eigen;
+    return;
+  }
+  if (!rows && !cols) {
+    g.code = Gemm::Code::Dots;
+    return;
+  }
+  g.code = Gemm::Code::Kernel;
+  if (!rows) {
+    g.swap = true;
+    Gemm t = g;
+    g.M = t.N, g.N = t.M;
+    g.rsA = t.csB, g.csA = t.rsB, g.rsB = t.csA, g.csB = t.rsA, g.rsC = t.csC, g.csC = t.rsC;
+  }
+  g.kc = g.K <= 384 ? std::max<int64_t>(g.K, 1) : 256;
+  // Packing pays when many row blocks reuse a panel (and removes the cache
+  // conflicts of power-of-two row strides).
+  g.pack = g.M >= 4 * kernelRows(o.vectorWidth) && g.K >= 16;
+  if (g.pack) {
+    g.packTemp = g.tempBytes;
+    g.tempBytes += (size_t)(g.kc * kernelCols(o.vectorWidth)) * 4;
+  }
+  // Packing A costs M kc scalar copies per K block against M kc N / nr
+  // vector FMAs: worth it when there are a few column panels.
+  const int mr = kernelRows(o.vectorWidth);
+  g.packA = g.pack && g.N >= 2 * kernelCols(o.vectorWidth);
+  if (g.packA) {
+    g.packATemp = g.tempBytes;
+    g.tempBytes += (size_t)((g.M + mr - 1) / mr * mr * g.kc) * 4;
+  }
+}
+
+// A tensor seen through einsum labels: label -> element stride (labels of
+// size 1 are left out: their index is always 0).
+using LabelStrides = std::map<char, int64_t>;
+
+// The stride of `group` read as one dim (its labels nested in this order),
+// or nullopt if the labels are not contiguous that way. An empty group is
+// one dim of size 1 (stride 0).
+std::optional<int64_t> groupStride(const LabelStrides& t, const std::string& group,
+                                   const std::map<char, int64_t>& size) {
+  if (group.empty()) return 0;
+  for (size_t i = 0; i + 1 < group.size(); ++i)
+    if (t.at(group[i]) != t.at(group[i + 1]) * size.at(group[i + 1])) return std::nullopt;
+  return t.at(group.back());
+}
+
+bool hasRepeatedLabel(const std::string& s) {
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s.find(s[i], i + 1) != std::string::npos) return true;
+  return false;
+}
+
+// Plans a two-operand einsum as a batched GEMM (the form of Kernels.cpp's
+// einsumAsMatMul); nullopt when the spec has another form.
+std::optional<Gemm> planEinsumGemm(const ir::EinsumSpec& es, const Shape& sa, const Shape& sb, const Shape& so) {
+  const std::string &la = es.inputs[0], &lb = es.inputs[1], &lo = es.output;
+  if (hasRepeatedLabel(la) || hasRepeatedLabel(lb)) return std::nullopt;
+  auto in = [](const std::string& s, char c) { return s.find(c) != std::string::npos; };
+  for (char c : la)
+    if (!in(lo, c) && !in(lb, c)) return std::nullopt;  // summed over in A only
+  for (char c : lb)
+    if (!in(lo, c) && !in(la, c)) return std::nullopt;
+  std::map<char, int64_t> size;
+  for (size_t d = 0; d < la.size(); ++d) size[la[d]] = sa[d];
+  for (size_t d = 0; d < lb.size(); ++d) size[lb[d]] = sb[d];
+  auto strides = [&](const std::string& l, const Shape& s) {
+    LabelStrides t;
+    Strides st = rowMajor(s);
+    for (size_t d = 0; d < l.size(); ++d)
+      if (s[d] != 1) t[l[d]] = st[d];
+    return t;
+  };
+  LabelStrides A = strides(la, sa), B = strides(lb, sb), C = strides(lo, so);
+  // Groups (size-1 labels dropped): batch, M and N in output order, K in A's order.
+  std::string batch, ms, ns, ks;
+  for (char c : lo) {
+    if (size[c] == 1) continue;
+    if (in(la, c) && in(lb, c)) batch += c;
+    else if (in(la, c)) ms += c;
+    else ns += c;
+  }
+  for (char c : la)
+    if (size[c] != 1 && !in(lo, c)) ks += c;
+  auto prod = [&](const std::string& g) {
+    int64_t p = 1;
+    for (char c : g) p *= size[c];
+    return p;
+  };
+  Gemm g;
+  g.M = prod(ms);
+  g.N = prod(ns);
+  g.K = prod(ks);
+  size_t temp = 0;
+  // Lays `t` out row-major in label order `order` in temp space.
+  auto relayout = [&](LabelStrides& t, const std::string& order, Gemm::Copy& cp, bool toResult) {
+    cp.on = true;
+    Shape shape;
+    for (char c : order) shape.push_back(size[c]);
+    Strides dense = rowMajor(shape);
+    cp.shape = shape;
+    cp.src.clear();
+    cp.dst.clear();
+    LabelStrides nt;
+    for (size_t i = 0; i < order.size(); ++i) nt[order[i]] = dense[i];
+    for (char c : order) {
+      // A copy into temp reads the tensor's layout and writes the dense
+      // one; the result copy reads the dense temp and writes the tensor.
+      cp.src.push_back(toResult ? nt[c] : t[c]);
+      cp.dst.push_back(toResult ? t[c] : nt[c]);
+    }
+    cp.temp = temp;
+    temp += (size_t)numel(shape) * 4;
+    t = nt;
+  };
+  if (!groupStride(A, ms, size) || !groupStride(A, ks, size)) relayout(A, batch + ms + ks, g.copyA, false);
+  if (!groupStride(B, ks, size) || !groupStride(B, ns, size)) relayout(B, batch + ks + ns, g.copyB, false);
+  if (!groupStride(C, ms, size) || !groupStride(C, ns, size)) relayout(C, batch + ms + ns, g.copyC, true);
+  g.rsA = *groupStride(A, ms, size);
+  g.csA = *groupStride(A, ks, size);
+  g.rsB = *groupStride(B, ks, size);
+  g.csB = *groupStride(B, ns, size);
+  g.rsC = *groupStride(C, ms, size);
+  g.csC = *groupStride(C, ns, size);
+  for (char c : batch) {
+    g.batch.push_back(size[c]);
+    g.bA.push_back(A[c]);
+    g.bB.push_back(B[c]);
+    g.bC.push_back(C[c]);
+  }
+  g.tempBytes = temp;
+  return g;
+}
+
+// NumPy matmul (1-D operands promoted, batch dims broadcast) as a GEMM.
+Gemm planMatMul(const Shape& a, const Shape& b, const Shape& out) {
+  Shape sa = a, sb = b;
+  if (sa.size() == 1) sa.insert(sa.begin(), 1);
+  if (sb.size() == 1) sb.push_back(1);
+  Gemm g;
+  g.M = sa[sa.size() - 2];
+  g.K = sa.back();
+  g.N = sb.back();
+  g.rsA = g.K;
+  g.csA = 1;
+  g.rsB = g.N;
+  g.csB = 1;
+  g.rsC = g.N;
+  g.csC = 1;
+  Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2), batch;
+  GSL_ASSERT(ir::broadcastShapes(ba, bb, batch), "jit: matmul batch dims do not broadcast");
+  GSL_ASSERT(numel(batch) * g.M * g.N == numel(out), "jit: matmul result type mismatch");
+  g.batch = batch;
+  g.bA = bcastStrides(ba, batch);
+  g.bB = bcastStrides(bb, batch);
+  g.bC = rowMajor(batch);
+  for (auto& s : g.bA) s *= g.M * g.K;
+  for (auto& s : g.bB) s *= g.K * g.N;
+  for (auto& s : g.bC) s *= g.M * g.N;
+  collapse(g.batch, {&g.bA, &g.bB, &g.bC});
+  return g;
+}
+
+}  // namespace
+
+std::optional<Gemm> planGemm(const ir::Op& op, const JitOptions& opts) {
+  std::optional<Gemm> g;
+  const ir::Value* v = op.result;
+  if (op.kind == ir::OpKind::MatMul)
+    g = planMatMul(op.operands[0]->type.shape, op.operands[1]->type.shape, v->type.shape);
+  if (op.kind == ir::OpKind::Einsum && op.operands.size() == 2) {
+    ir::EinsumSpec es;
+    std::string err = ir::parseEinsum(op.attrs.getString("spec"), 2, es);
+    GSL_ASSERT(err.empty(), "jit: einsum: " + err);
+    g = planEinsumGemm(es, op.operands[0]->type.shape, op.operands[1]->type.shape, v->type.shape);
+  }
+  if (g) chooseGemmCode(*g, opts);
+  return g;
+}
+
+}  // namespace gsl::backend::jit

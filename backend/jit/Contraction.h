@@ -1,0 +1,63 @@
+// Contractions (matmul, two-operand einsum) as batched GEMMs: the layout
+// each operand is read with, the copies that make it addressable, and the
+// choice of code (the generated kernel, dot-product loops or Eigen). No
+// LLVM here: GemmKernel emits what this plans.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "backend/jit/JitOptions.h"
+#include "backend/jit/Strides.h"
+#include "ir/Op.h"
+
+namespace gsl::backend::jit {
+
+// A contraction as a (batched) GEMM: for every index of `batch`,
+// C[i, j] = sum_k A[i, k] B[k, j] with the given element strides (an empty
+// M, N or K group has size 1). Operands that cannot be addressed that way
+// are first copied into the op's temp space; a result that cannot is
+// computed into temp space and copied out.
+struct Gemm {
+  int64_t M = 1, N = 1, K = 1;
+  int64_t rsA = 0, csA = 0, rsB = 0, csB = 0, rsC = 0, csC = 0;
+  ir::Shape batch;
+  Strides bA, bB, bC;
+  // Copies: iteration `shape`, strides of the source and of the (row-major)
+  // destination. tempX is the byte offset in the op's temp space.
+  struct Copy {
+    bool on = false;
+    ir::Shape shape;
+    Strides src, dst;
+    size_t temp = 0;
+  };
+  Copy copyA, copyB, copyC;  // copyC: temp -> result
+  size_t tempBytes = 0;
+  // The code (chooseGemmCode): the generated kernel (on A and B exchanged
+  // and the strides transposed when `swap`: C^T = B^T A^T), Eigen, or
+  // dot-product loops. The kernel runs K in blocks of kc and, when `pack`,
+  // copies each kc x nr panel of B to temp space at packTemp.
+  enum class Code { Kernel, Eigen, Dots } code = Code::Dots;
+  bool swap = false;
+  int64_t kc = 0;
+  bool pack = false;
+  size_t packTemp = 0;
+  // And, when `packA`, each K block of A to temp space at packATemp, as
+  // row blocks of kc x mr (the kernel's broadcasts then read one
+  // contiguous stream instead of mr rows that may share cache sets).
+  bool packA = false;
+  size_t packATemp = 0;
+};
+
+// Register blocking of the generated GEMM kernel for `vw` f32 lanes: an
+// mr x nr block of C (2 mr vector registers: 16 of AVX-512's 32, 12 of
+// AVX2's 16).
+inline int kernelRows(int vw) { return vw >= 16 ? 8 : 6; }
+inline int64_t kernelCols(int vw) { return 2 * (int64_t)vw; }
+
+// The GEMM plan of `op` with its code chosen for `opts` (vectorWidth
+// resolved): matmul always, a two-operand einsum when its spec has the
+// form of one (Kernels.cpp's einsumAsMatMul), nullopt otherwise.
+std::optional<Gemm> planGemm(const ir::Op& op, const JitOptions& opts);
+
+}  // namespace gsl::backend::jit

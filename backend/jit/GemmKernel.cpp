@@ -1,0 +1,220 @@
+#include "backend/jit/GemmKernel.h"
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/DerivedTypes.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/MDBuilder.h>
+
+#include <utility>
+
+namespace gsl::backend::jit {
+
+void GemmEmitter::emitGemm(const ir::Op& op, const Gemm& g) {
+  llvm::Value *a = ptr(op.operands[0]), *b = ptr(op.operands[1]), *c = ptr(op.result);
+  if (g.K == 0) return fill(c, op.result->type.numElements(), f32c(0.0f));  // an empty sum
+  if (g.copyA.on) {
+    llvm::Value* t = tempPtr(g.copyA.temp);
+    copyWords(t, a, g.copyA.shape, g.copyA.dst, g.copyA.src);
+    a = t;
+  }
+  if (g.copyB.on) {
+    llvm::Value* t = tempPtr(g.copyB.temp);
+    copyWords(t, b, g.copyB.shape, g.copyB.dst, g.copyB.src);
+    b = t;
+  }
+  if (g.copyA.on || g.copyB.on) newScope();  // the GEMM reads the copies
+  llvm::Value* out = g.copyC.on ? tempPtr(g.copyC.temp) : c;
+  map(g.batch, {g.bA, g.bB, g.bC}, [&](const std::vector<llvm::Value*>&, const std::vector<llvm::Value*>& o) {
+    llvm::Value *pa = gep(f32_, a, o[0]), *pb = gep(f32_, b, o[1]), *pc = gep(f32_, out, o[2]);
+    if (g.swap) std::swap(pa, pb);
+    if (g.code == Gemm::Code::Kernel) gemmKernel(g, pa, pb, pc);
+    else if (g.code == Gemm::Code::Dots) gemmDots(g, pa, pb, pc);
+    else
+      b_.CreateCall(helper("gsl_rt_sgemm", b_.getVoidTy(),
+                           {i64_, i64_, i64_, ptr_, i64_, i64_, ptr_, i64_, i64_, ptr_, i64_, i64_}),
+                    {i64c(g.M), i64c(g.N), i64c(g.K), pa, i64c(g.rsA), i64c(g.csA), pb, i64c(g.rsB),
+                     i64c(g.csB), pc, i64c(g.rsC), i64c(g.csC)});
+  });
+  if (g.copyC.on) {
+    newScope();
+    copyWords(c, out, g.copyC.shape, g.copyC.dst, g.copyC.src);
+  }
+}
+
+// A GEMM as dot products (layouts the kernel cannot address, small).
+void GemmEmitter::gemmDots(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm::Value* c) {
+  nest({g.M, g.N}, [&](const std::vector<llvm::Value*>& ij) {
+    llvm::Value* s = loopAcc(g.K, {f32c(0.0f)}, [&](llvm::Value* k, const std::vector<llvm::Value*>& acc) {
+      llvm::Value* x = loadIn(f32_, a, offset({ij[0], k}, {g.rsA, g.csA}));
+      llvm::Value* y = loadIn(f32_, b, offset({k, ij[1]}, {g.rsB, g.csB}));
+      auto* sum = llvm::cast<llvm::Instruction>(b_.CreateFAdd(acc[0], b_.CreateFMul(x, y)));
+      sum->setHasAllowReassoc(true);  // lets a dot product vectorise
+      return std::vector<llvm::Value*>{sum};
+    })[0];
+    store(s, c, offset(ij, {g.rsC, g.csC}));
+  });
+}
+
+// The generated GEMM kernel, written with explicit vectors: an mr x nr
+// block of C (nr = 2 vector widths) stays in 2 mr vector registers while
+// k runs, each step one broadcast of A per row and two vector loads of B;
+// edges use masked loads and stores. Sizes and strides are constants.
+// Requires g.csB == 1 and g.csC == 1.
+void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm::Value* c) {
+  const int vw = opts_.vectorWidth, mr = kernelRows(vw);
+  const int64_t nr = kernelCols(vw);
+  auto* vt = llvm::FixedVectorType::get(f32_, vw);
+  llvm::Value* zero = llvm::Constant::getNullValue(vt);
+  const int64_t kc = g.kc;
+  llvm::Value* packA = g.packA ? tempPtr(g.packATemp) : nullptr;
+  // B is read from `bp` (row stride bRs, first column bj0): B itself or
+  // its packed panel.
+  llvm::Value* bp = b;
+  int64_t bRs = g.rsB;
+  llvm::Value* bj0 = nullptr;
+  // C[i0 : i0 + rows, j0 : j0 + cols] (rows <= mr, cols <= nr) += the
+  // product over k in [k0, k0 + kn); the first K block starts from 0.
+  auto block = [&](llvm::Value* i0, int64_t rows, llvm::Value* j0, int64_t cols, llvm::Value* k0, int64_t kn) {
+    const int vecs = (int)((cols + vw - 1) / vw);
+    const int64_t lastLanes = cols - (int64_t)(vecs - 1) * vw;
+    llvm::Value* mask = nullptr;
+    if (lastLanes < vw) {
+      std::vector<llvm::Constant*> bits;
+      for (int l = 0; l < vw; ++l) bits.push_back(b_.getInt1(l < lastLanes));
+      mask = llvm::ConstantVector::get(bits);
+    }
+    auto vecPtr = [&](llvm::Value* base, llvm::Value* row, int64_t rowStride, llvm::Value* col0, int v) {
+      llvm::Value* off =
+          b_.CreateAdd(b_.CreateMul(row, i64c(rowStride)), b_.CreateAdd(col0, i64c((int64_t)v * vw)));
+      return gep(f32_, base, off);
+    };
+    std::vector<llvm::Value*> init;
+    llvm::Value* first = b_.CreateICmpEQ(k0, i64c(0));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int v = 0; v < vecs; ++v) {
+        if (kn == g.K) {
+          init.push_back(zero);
+          continue;
+        }
+        llvm::Value* p = vecPtr(c, b_.CreateAdd(i0, i64c(r)), g.rsC, j0, v);
+        llvm::Value* old = v == vecs - 1 && mask ? b_.CreateMaskedLoad(vt, p, llvm::Align(4), mask, zero)
+                                                 : (llvm::Value*)b_.CreateAlignedLoad(vt, p, llvm::Align(4));
+        init.push_back(b_.CreateSelect(first, zero, old));
+      }
+    std::vector<llvm::Value*> acc = loopAcc(kn, init, [&](llvm::Value* kk, const std::vector<llvm::Value*>& in) {
+      llvm::Value* k = b_.CreateAdd(k0, kk);
+      std::vector<llvm::Value*> bv;
+      for (int v = 0; v < vecs; ++v) {
+        llvm::Value* p = vecPtr(bp, bp == b ? k : kk, bRs, bj0 ? bj0 : j0, v);
+        llvm::Instruction* l = nullptr;
+        if (v == vecs - 1 && mask) l = b_.CreateMaskedLoad(vt, p, llvm::Align(4), mask, zero);
+        else l = b_.CreateAlignedLoad(vt, p, llvm::Align(4));
+        l->setMetadata(llvm::LLVMContext::MD_noalias, scope_);
+        bv.push_back(l);
+      }
+      std::vector<llvm::Value*> out(in.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        llvm::Value* x;
+        if (packA) {  // block i0 / mr of the packed K block: [kc][mr]
+          llvm::Value* off = b_.CreateAdd(b_.CreateMul(i0, i64c(kc)), b_.CreateAdd(b_.CreateMul(kk, i64c(mr)), i64c(r)));
+          x = loadIn(f32_, packA, off);
+        } else {
+          llvm::Value* row = b_.CreateAdd(i0, i64c(r));
+          x = loadIn(f32_, a, b_.CreateAdd(b_.CreateMul(row, i64c(g.rsA)), b_.CreateMul(k, i64c(g.csA))));
+        }
+        llvm::Value* xs = b_.CreateVectorSplat(vw, x);
+        for (int v = 0; v < vecs; ++v)
+          out[r * vecs + v] = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt}, {xs, bv[v], in[r * vecs + v]});
+      }
+      return out;
+    });
+    for (int64_t r = 0; r < rows; ++r)
+      for (int v = 0; v < vecs; ++v) {
+        llvm::Value* p = vecPtr(c, b_.CreateAdd(i0, i64c(r)), g.rsC, j0, v);
+        llvm::Instruction* st = nullptr;
+        if (v == vecs - 1 && mask) st = b_.CreateMaskedStore(acc[r * vecs + v], p, llvm::Align(4), mask);
+        else st = b_.CreateAlignedStore(acc[r * vecs + v], p, llvm::Align(4));
+        st->setMetadata(llvm::LLVMContext::MD_alias_scope, scope_);
+      }
+  };
+  // K blocks outside (C is revisited once per block of kc), then column
+  // panels (a kc x nr panel of B, 32 KiB with AVX-512, stays in L1 for
+  // every row block), row blocks inside. Each C element still sums its k
+  // in order.
+  llvm::Value* pack = g.pack ? tempPtr(g.packTemp) : nullptr;
+  auto rowBlocks = [&](llvm::Value* j0, int64_t cols, llvm::Value* k0, int64_t kn) {
+    if (pack) {
+      packPanel(pack, b, g.rsB, j0, cols, k0, kn);
+      bp = pack, bRs = nr, bj0 = i64c(0);
+    }
+    if (g.M / mr)
+      loop(g.M / mr, [&](llvm::Value* ib) { block(b_.CreateMul(ib, i64c(mr)), mr, j0, cols, k0, kn); });
+    if (g.M % mr) block(i64c(g.M / mr * mr), g.M % mr, j0, cols, k0, kn);
+  };
+  auto panels = [&](llvm::Value* k0, int64_t kn) {
+    if (packA) packRows(packA, a, g, k0, kn);
+    if (g.N / nr) loop(g.N / nr, [&](llvm::Value* jb) { rowBlocks(b_.CreateMul(jb, i64c(nr)), nr, k0, kn); });
+    if (g.N % nr) rowBlocks(i64c(g.N / nr * nr), g.N % nr, k0, kn);
+  };
+  if (g.K / kc) loop(g.K / kc, [&](llvm::Value* kb) { panels(b_.CreateMul(kb, i64c(kc)), kc); });
+  if (g.K % kc) panels(i64c(g.K / kc * kc), g.K % kc);
+}
+
+// A's K block [k0, k0 + kn) as row blocks: P[(i / mr) kc mr + kk mr +
+// i % mr] = A[i, k0 + kk] (alias scope as packPanel).
+void GemmEmitter::packRows(llvm::Value* p, llvm::Value* a, const Gemm& g, llvm::Value* k0, int64_t kn) {
+  const int64_t mr = kernelRows(opts_.vectorWidth), kc = g.kc;
+  llvm::MDBuilder mdb(c_);
+  llvm::MDNode* packScope = llvm::MDNode::get(c_, {mdb.createAnonymousAliasScope(domain_, "packA")});
+  auto rowsOf = [&](llvm::Value* i0, int64_t rows) {
+    loop(kn, [&](llvm::Value* kk) {
+      llvm::Value* col = b_.CreateMul(b_.CreateAdd(k0, kk), i64c(g.csA));
+      llvm::Value* dst = b_.CreateAdd(b_.CreateMul(i0, i64c(kc)), b_.CreateMul(kk, i64c(mr)));
+      for (int64_t r = 0; r < rows; ++r) {
+        llvm::Value* src = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64c(r)), i64c(g.rsA)), col);
+        auto* l = b_.CreateAlignedLoad(f32_, gep(f32_, a, src), llvm::Align(4));
+        l->setMetadata(llvm::LLVMContext::MD_noalias, packScope);
+        auto* st = b_.CreateAlignedStore(l, gep(f32_, p, b_.CreateAdd(dst, i64c(r))), llvm::Align(4));
+        st->setMetadata(llvm::LLVMContext::MD_alias_scope, packScope);
+      }
+    });
+  };
+  if (g.M / mr) loop(g.M / mr, [&](llvm::Value* ib) { rowsOf(b_.CreateMul(ib, i64c(mr)), mr); });
+  if (g.M % mr) rowsOf(i64c(g.M / mr * mr), g.M % mr);
+}
+
+// P[kk * nr + j] = B[(k0 + kk) * rsB + j0 + j] for kk < kn, j < cols (B
+// rows contiguous). The stores get their own alias scope: the kernel's
+// loads of P are declared not to alias C's stores, but may alias these.
+void GemmEmitter::packPanel(llvm::Value* p, llvm::Value* b, int64_t rsB, llvm::Value* j0, int64_t cols,
+                            llvm::Value* k0, int64_t kn) {
+  const int vw = opts_.vectorWidth;
+  const int64_t nr = kernelCols(vw);
+  auto* vt = llvm::FixedVectorType::get(f32_, vw);
+  llvm::MDBuilder mdb(c_);
+  llvm::MDNode* packScope = llvm::MDNode::get(c_, {mdb.createAnonymousAliasScope(domain_, "pack")});
+  const int vecs = (int)((cols + vw - 1) / vw);
+  const int64_t lastLanes = cols - (int64_t)(vecs - 1) * vw;
+  llvm::Value* mask = nullptr;
+  if (lastLanes < vw) {
+    std::vector<llvm::Constant*> bits;
+    for (int l = 0; l < vw; ++l) bits.push_back(b_.getInt1(l < lastLanes));
+    mask = llvm::ConstantVector::get(bits);
+  }
+  loop(kn, [&](llvm::Value* kk) {
+    llvm::Value* src = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(k0, kk), i64c(rsB)), j0);
+    llvm::Value* dst = b_.CreateMul(kk, i64c(nr));
+    for (int v = 0; v < vecs; ++v) {
+      llvm::Value* sp = gep(f32_, b, b_.CreateAdd(src, i64c((int64_t)v * vw)));
+      llvm::Value* dp = gep(f32_, p, b_.CreateAdd(dst, i64c((int64_t)v * vw)));
+      llvm::Instruction* l = nullptr;
+      if (v == vecs - 1 && mask) l = b_.CreateMaskedLoad(vt, sp, llvm::Align(4), mask, llvm::Constant::getNullValue(vt));
+      else l = b_.CreateAlignedLoad(vt, sp, llvm::Align(4));
+      l->setMetadata(llvm::LLVMContext::MD_noalias, packScope);
+      auto* st = b_.CreateAlignedStore(l, dp, llvm::Align(4));
+      st->setMetadata(llvm::LLVMContext::MD_alias_scope, packScope);
+    }
+  });
+}
+
+}  // namespace gsl::backend::jit

@@ -1,0 +1,36 @@
+// The GSL_JIT_* environment variables as JitOptions (read at the edges only).
+#include "backend/jit/JitOptions.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "ir/OpTable.h"
+
+namespace gsl::backend {
+
+JitOptions jitOptionsFromEnvironment() {
+  JitOptions o;
+  if (const char* e = std::getenv("GSL_JIT_GEMM")) {
+    if (std::strcmp(e, "eigen") == 0) o.gemm = JitOptions::GemmCode::Eigen;
+    if (std::strcmp(e, "loops") == 0) o.gemm = JitOptions::GemmCode::Loops;
+  }
+  if (const char* e = std::getenv("GSL_JIT_FALLBACK")) {
+    std::string list = e, name;
+    for (size_t i = 0; i <= list.size(); ++i) {
+      if (i < list.size() && list[i] != ',') {
+        name += list[i];
+        continue;
+      }
+      if (const ir::OpInfo* info = ir::lookupMnemonic(name)) o.fallbackOps.push_back(info->kind);
+      name.clear();
+    }
+  }
+  if (const char* e = std::getenv("GSL_JIT_VECTOR_WIDTH")) {
+    int w = std::atoi(e);
+    if (w == 4 || w == 8 || w == 16) o.vectorWidth = w;
+  }
+  return o;
+}
+
+}  // namespace gsl::backend
