@@ -4,6 +4,8 @@
 //   2. a fused elementwise chain gelu(x * w + b) vs the same chain as Eigen
 //      array expressions, and vs memcpy of the same bytes (time ratios);
 //   3. JIT compile time of the MLP and the Transformer training step.
+// The JIT runs with the options the GSL_JIT_* variables ask for (JitOptions.h),
+// e.g. GSL_JIT_GEMM=eigen to measure Eigen's GEMMs through the engine.
 #include <Eigen/Dense>
 
 #include <chrono>
@@ -71,13 +73,14 @@ static double compileMs(const std::string& path, int64_t np, std::map<std::strin
   }
   passes::runGlobalPipeline(*prog->module);
   backend::KernelContext ctx;
-  auto engine = backend::makeJitEngine(ctx);
+  const backend::JitOptions opts = backend::jitOptionsFromEnvironment();
+  auto engine = backend::makeJitEngine(ctx, opts);
   auto t0 = Clock::now();
   uint64_t before = backend::jitCompileCount();
   for (auto& f : prog->module->functions) {
     auto copy = f->clone();
     auto local = passes::buildPerRankProgram(*prog->module, *copy, false);
-    backend::jitEmitLLVM(*local, true);  // compiles and optimises, as a run would
+    backend::jitEmitLLVM(*local, true, opts);  // compiles and optimises, as a run would
   }
   (void)before;
   return std::chrono::duration<double>(Clock::now() - t0).count() * 1e3;
@@ -87,7 +90,7 @@ int main(int argc, char** argv) {
   bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   Eigen::setNbThreads(1);
   backend::KernelContext ctx;
-  auto jit = backend::makeJitEngine(ctx);
+  auto jit = backend::makeJitEngine(ctx, backend::jitOptionsFromEnvironment());
 
   std::printf("1. matmul, single thread, GFLOP/s (best of runs)\n");
   std::vector<int64_t> sizes = quick ? std::vector<int64_t>{64} : std::vector<int64_t>{256, 512, 1024, 2048};
