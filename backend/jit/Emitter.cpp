@@ -18,7 +18,6 @@ Emitter::Emitter(const ir::Function& f, const BufferPlan& plan, const JitOptions
   f64_ = b_.getDoubleTy();
   i32_ = b_.getInt32Ty();
   i64_ = b_.getInt64Ty();
-  i1_ = b_.getInt1Ty();
   ptr_ = b_.getPtrTy();
 }
 

@@ -122,7 +122,7 @@ class Emitter {
   llvm::Function* fn_ = nullptr;
   llvm::Value *inputs_ = nullptr, *outputs_ = nullptr, *workspace_ = nullptr, *ctx_ = nullptr;
   llvm::BasicBlock *entry_ = nullptr, *error_ = nullptr;
-  llvm::Type *f32_, *f64_, *i32_, *i64_, *i1_, *ptr_;
+  llvm::Type *f32_, *f64_, *i32_, *i64_, *ptr_;
   int64_t opIndex_ = 0;                              // the op being lowered (its temp space: tempPtr)
   std::unordered_map<IRValue, llvm::Value*> ptrs_;  // base pointer of every materialised value
   llvm::MDNode* domain_ = nullptr;                   // alias scopes (see loadIn)
