@@ -15,6 +15,8 @@
 #include <thread>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/TestFaults.h"
 #include "support/Diagnostics.h"
 #include "support/Interrupt.h"
@@ -37,7 +39,7 @@ constexpr int kMaxDepth = 64;
 std::string errnoText(int err) { return std::strerror(err); }
 
 
-std::string quoted(std::string_view s) { return "'" + excerpt(s) + "'"; }
+std::string inQuotes(std::string_view s) { return "'" + excerpt(s) + "'"; }
 
 // Index of the first byte that is not part of well-formed UTF-8 (RFC 3629:
 // no overlong forms, no surrogates, nothing above U+10FFFF), or npos.
@@ -74,46 +76,123 @@ size_t invalidUtf8At(std::string_view s) {
 
 // ------------------------------------------------------------------ JSON
 
-struct JValue {
-  enum Kind { Object, Array, String, Integer } kind = Integer;
-  std::string str;
-  int64_t num = 0;
-  size_t pos = 0;  // byte offset in the header, for messages
-  std::vector<std::pair<std::string, JValue>> members;  // Object, in order
-  std::vector<JValue> items;                             // Array
-};
+// The header is parsed by nlohmann-json (its SAX interface) into an
+// ordered_json tree, with the strict checks the safetensors reference makes
+// and messages that name the byte where the header goes wrong:
+//   "<path>: malformed header: <what> at byte K ('<the text there>')".
+// The library finds the syntax errors; this handler adds what JSON allows
+// but a safetensors header must not have (fractions, true/false/null,
+// integers outside int64, duplicate keys, nesting deeper than kMaxDepth)
+// and words every error as the reader always has. Positions are tracked
+// here, token by token, from the events the library delivers: each token
+// starts after the previous one, whitespace and the one separator (':' or
+// ',') the parser accepted in between.
+using Json = nlohmann::ordered_json;
 
-const char* kindName(JValue::Kind k) {
-  switch (k) {
-    case JValue::Object: return "an object";
-    case JValue::Array: return "an array";
-    case JValue::String: return "a string";
-    case JValue::Integer: return "an integer";
-  }
+const char* kindName(const Json& v) {
+  if (v.is_object()) return "an object";
+  if (v.is_array()) return "an array";
+  if (v.is_string()) return "a string";
+  if (v.is_number_integer()) return "an integer";
   return "a value";
 }
 
-// Strict JSON for the subset safetensors headers use. Errors throw
-// CheckpointError("<path>: malformed header: ... at byte K").
-class JsonParser {
+class HeaderSax : public nlohmann::json_sax<Json> {
  public:
-  JsonParser(const std::string& path, std::string_view s) : path_(path), s_(s) {}
+  HeaderSax(const std::string& path, std::string_view s) : path_(path), s_(s) {}
 
-  JValue parseDocument() {
-    ws();
-    JValue v = value(0);
-    ws();
-    if (p_ != s_.size()) bad("unexpected text after the JSON object");
-    return v;
+  // Parses the whole header. Throws CheckpointError on any error.
+  Json parse() {
+    // The library skips a UTF-8 byte order mark; JSON text for safetensors
+    // must not have one.
+    if (s_.substr(0, 3) == "\xEF\xBB\xBF") badAt("expected a value", 0);
+    bool ok = nlohmann::json::sax_parse(s_.begin(), s_.end(), this);
+    GSL_ASSERT(ok, "checkpoint header: the JSON parser stopped without an error");
+    // The library ends its input at a NUL byte: text after the root value
+    // is still refused.
+    if (size_t at = skipSpace(end_); at < s_.size()) badAt("unexpected text after the JSON object", at);
+    return std::move(root_);
+  }
+
+  bool null() override { unsupported(); }
+  bool boolean(bool) override { unsupported(); }
+  bool number_integer(number_integer_t v) override { return integer(v); }
+  bool number_unsigned(number_unsigned_t v) override {
+    if (v > (number_unsigned_t)std::numeric_limits<int64_t>::max()) outOfRange(tokenStart());
+    return integer((int64_t)v);
+  }
+  bool number_float(number_float_t, const string_t& text) override {
+    size_t at = tokenStart();
+    leadingZero(at);
+    if (text.find_first_of(".eE") != std::string::npos) onlyIntegers(at);
+    outOfRange(at);  // an integer too large for the library's integers
+  }
+  bool string(string_t& v) override {
+    size_t at = tokenStart();
+    put(Json(std::move(v)), stringEnd(at));
+    return true;
+  }
+  bool binary(binary_t&) override { return false; }  // not produced by the JSON parser
+  bool start_object(std::size_t) override { return open(Json::object()); }
+  bool start_array(std::size_t) override { return open(Json::array()); }
+  bool key(string_t& k) override {
+    size_t at = tokenStart();
+    if (!frames_.back().keys.insert(k).second) badAt("duplicate key " + inQuotes(k), at);
+    key_ = std::move(k);
+    end_ = stringEnd(at);
+    last_ = Event::Key;
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) override {
+    size_t at = tokenStart();
+    // Where the library stopped: the byte it could not take (s_.size() for
+    // the end of the header).
+    size_t stop = std::min(position > 0 ? position - 1 : 0, s_.size());
+    switch (context()) {
+      case Context::End: badAt("unexpected text after the JSON object", at);
+      case Context::Colon: badAt("expected ':' after key " + inQuotes(key_), at);
+      case Context::ObjectNext: badAt("expected ',' or '}' in an object", at);
+      case Context::ArrayNext: badAt("expected ',' or ']' in an array", at);
+      case Context::Key:
+        if (at < s_.size() && s_[at] == '"') badString(at, stop, ex);
+        badAt("expected a string key", at);
+      case Context::Value: break;
+    }
+    char c = at < s_.size() ? s_[at] : '\0';
+    if (at < s_.size() && c == '"') badString(at, stop, ex);
+    if (at < s_.size() && (c == '-' || (c >= '0' && c <= '9'))) {
+      if (ex.id == 406) {  // a number the library cannot hold (1e999, 400 digits)
+        std::string_view num = numberText(at);
+        if (num.find_first_of(".eE") != std::string_view::npos) onlyIntegers(at);
+        outOfRange(at);
+      }
+      if (c == '-' && stop == at + 1) badAt("expected a digit", stop);
+      onlyIntegers(at);  // "1.", "1e", "1e+": an unfinished fraction or exponent
+    }
+    if (c == 't' || c == 'f' || c == 'n') unsupported();
+    badAt("expected a value", at);
   }
 
  private:
+  enum class Event { None, Open, Key, Value };
+  enum class Context { Value, Key, Colon, ObjectNext, ArrayNext, End };
+  struct Frame {
+    Json* node;
+    std::set<std::string> keys;  // objects: the keys seen
+  };
+
   const std::string& path_;
   std::string_view s_;
-  size_t p_ = 0;
+  Json root_;
+  std::vector<Frame> frames_;
+  std::string key_;          // the last key read
+  size_t end_ = 0;           // where the last token delivered ends
+  Event last_ = Event::None;
 
-  [[noreturn]] void bad(const std::string& m) { badAt(m, p_); }
-  [[noreturn]] void badAt(const std::string& m, size_t at) {
+  [[noreturn]] void badAt(const std::string& m, size_t at) const {
     std::string where = " at the end of the header";
     if (at < s_.size()) {
       std::string_view rest = s_.substr(at);
@@ -123,213 +202,142 @@ class JsonParser {
     }
     fail(path_, "malformed header: " + m + where);
   }
-  void ws() {
-    while (p_ < s_.size() && (s_[p_] == ' ' || s_[p_] == '\t' || s_[p_] == '\n' || s_[p_] == '\r'))
-      ++p_;
+  [[noreturn]] void unsupported() const {
+    badAt("unsupported JSON value (a safetensors header holds only objects, arrays, strings and integers)",
+          tokenStart());
   }
-  bool peek(char c) const { return p_ < s_.size() && s_[p_] == c; }
-
-  JValue value(int depth) {
-    if (p_ >= s_.size()) bad("expected a value");
-    char c = s_[p_];
-    if (c == '{' || c == '[') {
-      if (depth >= kMaxDepth) bad("nesting deeper than " + std::to_string(kMaxDepth) + " levels");
-      return c == '{' ? object(depth) : array(depth);
-    }
-    if (c == '"') {
-      JValue v;
-      v.kind = JValue::String;
-      v.pos = p_;
-      v.str = string();
-      return v;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) return integer();
-    if (c == 't' || c == 'f' || c == 'n')
-      bad("unsupported JSON value (a safetensors header holds only objects, arrays, strings and "
-          "integers)");
-    bad("expected a value");
+  [[noreturn]] void onlyIntegers(size_t at) const {
+    badAt("only integers are allowed (no fractions or exponents)", at);
+  }
+  [[noreturn]] void outOfRange(size_t at) const {
+    std::string_view digits = numberText(at);
+    if (!digits.empty() && digits[0] == '-') digits.remove_prefix(1);
+    badAt("integer " + excerpt(digits, 30) + " is out of range", at);
+  }
+  // "0" or "-0" followed by a digit: the library reads it as two numbers.
+  void leadingZero(size_t at) const {
+    size_t z = at < s_.size() && s_[at] == '-' ? at + 1 : at;
+    if (z + 1 < s_.size() && s_[z] == '0' && s_[z + 1] >= '0' && s_[z + 1] <= '9')
+      badAt("leading zeros are not allowed in JSON numbers", z);
   }
 
-  JValue object(int depth) {
-    JValue v;
-    v.kind = JValue::Object;
-    v.pos = p_;
-    ++p_;  // '{'
-    ws();
-    if (peek('}')) {
-      ++p_;
-      return v;
+  static bool isSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+  size_t skipSpace(size_t i) const {
+    while (i < s_.size() && isSpace(s_[i])) ++i;
+    return i;
+  }
+  // What the parser expects at the next token.
+  Context context() const {
+    if (frames_.empty()) return last_ == Event::None ? Context::Value : Context::End;
+    bool object = frames_.back().node->is_object();
+    bool comma = peekAfterEnd() == ',';
+    switch (last_) {
+      case Event::Open: return object ? Context::Key : Context::Value;
+      case Event::Key: return peekAfterEnd() == ':' ? Context::Value : Context::Colon;
+      default:
+        if (object) return comma ? Context::Key : Context::ObjectNext;
+        return comma ? Context::Value : Context::ArrayNext;
     }
-    std::set<std::string> seen;
-    for (;;) {
-      ws();
-      if (!peek('"')) bad("expected a string key");
-      size_t keyPos = p_;
-      std::string key = string();
-      if (!seen.insert(key).second) badAt("duplicate key " + quoted(key), keyPos);
-      ws();
-      if (!peek(':')) bad("expected ':' after key " + quoted(key));
-      ++p_;
-      ws();
-      JValue member = value(depth + 1);
-      v.members.emplace_back(std::move(key), std::move(member));
-      ws();
-      if (peek(',')) {
-        ++p_;
-        continue;
-      }
-      if (peek('}')) {
-        ++p_;
-        return v;
-      }
-      bad("expected ',' or '}' in an object");
+  }
+  char peekAfterEnd() const {
+    size_t i = skipSpace(end_);
+    return i < s_.size() ? s_[i] : '\0';
+  }
+  // Where the token being delivered (or refused) starts.
+  size_t tokenStart() const {
+    size_t i = skipSpace(end_);
+    bool separator = !frames_.empty() && i < s_.size() &&
+                     ((last_ == Event::Key && s_[i] == ':') || (last_ == Event::Value && s_[i] == ','));
+    return separator ? skipSpace(i + 1) : i;
+  }
+  // The end of the string token at `at` (the library has checked it).
+  size_t stringEnd(size_t at) const {
+    size_t i = at + 1;
+    while (i < s_.size() && s_[i] != '"') i += s_[i] == '\\' ? 2 : 1;
+    return std::min(i + 1, s_.size());
+  }
+  // The number token at `at`, by JSON's number grammar: -? digits, then an
+  // optional fraction and exponent (as far as they go).
+  std::string_view numberText(size_t at) const {
+    size_t i = at;
+    auto digits = [&] {
+      while (i < s_.size() && s_[i] >= '0' && s_[i] <= '9') ++i;
+    };
+    if (i < s_.size() && s_[i] == '-') ++i;
+    digits();
+    if (i < s_.size() && s_[i] == '.') ++i, digits();
+    if (i < s_.size() && (s_[i] == 'e' || s_[i] == 'E')) {
+      ++i;
+      if (i < s_.size() && (s_[i] == '+' || s_[i] == '-')) ++i;
+      digits();
     }
+    return s_.substr(at, i - at);
   }
 
-  JValue array(int depth) {
-    JValue v;
-    v.kind = JValue::Array;
-    v.pos = p_;
-    ++p_;  // '['
-    ws();
-    if (peek(']')) {
-      ++p_;
-      return v;
+  bool integer(int64_t v) {
+    size_t at = tokenStart();
+    leadingZero(at);
+    put(Json(v), at + numberText(at).size());
+    return true;
+  }
+  // Adds a value to the container being read (or makes it the root).
+  Json* put(Json v, size_t end) {
+    end_ = end;
+    last_ = Event::Value;
+    if (frames_.empty()) {
+      root_ = std::move(v);
+      return &root_;
     }
-    for (;;) {
-      ws();
-      v.items.push_back(value(depth + 1));
-      ws();
-      if (peek(',')) {
-        ++p_;
-        continue;
-      }
-      if (peek(']')) {
-        ++p_;
-        return v;
-      }
-      bad("expected ',' or ']' in an array");
-    }
+    Json& top = *frames_.back().node;
+    if (top.is_object()) return &(top[key_] = std::move(v));
+    top.push_back(std::move(v));
+    return &top.back();
+  }
+  bool open(Json empty) {
+    size_t at = tokenStart();
+    if (frames_.size() >= (size_t)kMaxDepth)
+      badAt("nesting deeper than " + std::to_string(kMaxDepth) + " levels", at);
+    Json* node = put(std::move(empty), at + 1);
+    frames_.push_back({node, {}});
+    last_ = Event::Open;
+    return true;
+  }
+  bool close() {
+    end_ = tokenStart() + 1;
+    frames_.pop_back();
+    last_ = Event::Value;
+    return true;
   }
 
-  JValue integer() {
-    JValue v;
-    v.kind = JValue::Integer;
-    v.pos = p_;
-    bool neg = false;
-    if (peek('-')) {
-      neg = true;
-      ++p_;
+  // A string the library refused; `stop` is where it stopped.
+  [[noreturn]] void badString(size_t at, size_t stop, const nlohmann::detail::exception& ex) const {
+    std::string_view what = ex.what();
+    auto says = [&](std::string_view m) { return what.find(m) != std::string_view::npos; };
+    if (says("control character")) badAt("control character in a string (must be escaped)", stop);
+    if (says("forbidden character after backslash")) {
+      if (stop >= s_.size()) badAt("unterminated string", at);
+      badAt("invalid escape in a string", stop - 1);
     }
-    if (p_ >= s_.size() || s_[p_] < '0' || s_[p_] > '9') bad("expected a digit");
-    size_t start = p_;
-    if (s_[p_] == '0' && p_ + 1 < s_.size() && s_[p_ + 1] >= '0' && s_[p_ + 1] <= '9')
-      bad("leading zeros are not allowed in JSON numbers");
-    uint64_t mag = 0;
-    bool overflow = false;
-    const uint64_t limit = neg ? (uint64_t)std::numeric_limits<int64_t>::max() + 1
-                               : (uint64_t)std::numeric_limits<int64_t>::max();
-    while (p_ < s_.size() && s_[p_] >= '0' && s_[p_] <= '9') {
-      uint64_t d = (uint64_t)(s_[p_] - '0');
-      if (mag > (limit - d) / 10) overflow = true;
-      else mag = mag * 10 + d;
-      ++p_;
+    if (says("must be followed by 4 hex digits")) {
+      size_t u = stop;  // back over the hex digits read, to the 'u'
+      while (u > at && std::isxdigit((unsigned char)s_[u - 1])) --u;
+      badAt(s_.size() - u < 4 ? "truncated \\u escape" : "invalid \\u escape", u);
     }
-    if (peek('.') || peek('e') || peek('E'))
-      badAt("only integers are allowed (no fractions or exponents)", v.pos);
-    if (overflow)
-      badAt("integer " + excerpt(s_.substr(start, p_ - start), 30) + " is out of range", v.pos);
-    v.num = neg ? (int64_t)(0 - mag) : (int64_t)mag;
-    return v;
-  }
-
-  static int hexDigit(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  }
-  uint32_t hex4() {
-    if (s_.size() - p_ < 4) bad("truncated \\u escape");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      int d = hexDigit(s_[p_ + i]);
-      if (d < 0) bad("invalid \\u escape");
-      v = v * 16 + (uint32_t)d;
+    auto escapeAt = [&](size_t back) {
+      return stop >= back && s_[stop - back] == '\\' && s_[stop - back + 1] == 'u';
+    };
+    if (says("must be followed by U+DC00..U+DFFF")) {
+      // At the byte after the high surrogate, after "\" there, or after a
+      // whole "\uXXXX" that is no low surrogate.
+      for (size_t back : {6, 7, 11})
+        if (escapeAt(back)) badAt("unpaired surrogate in a \\u escape", stop - back);
     }
-    p_ += 4;
-    return v;
-  }
-  static void appendUtf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += (char)cp;
-    } else if (cp < 0x800) {
-      out += (char)(0xc0 | (cp >> 6));
-      out += (char)(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-      out += (char)(0xe0 | (cp >> 12));
-      out += (char)(0x80 | ((cp >> 6) & 0x3f));
-      out += (char)(0x80 | (cp & 0x3f));
-    } else {
-      out += (char)(0xf0 | (cp >> 18));
-      out += (char)(0x80 | ((cp >> 12) & 0x3f));
-      out += (char)(0x80 | ((cp >> 6) & 0x3f));
-      out += (char)(0x80 | (cp & 0x3f));
-    }
-  }
-
-  // The header was checked to be UTF-8 already, so raw bytes are copied.
-  std::string string() {
-    size_t start = p_;
-    ++p_;  // '"'
-    std::string out;
-    for (;;) {
-      if (p_ >= s_.size()) badAt("unterminated string", start);
-      unsigned char c = (unsigned char)s_[p_];
-      if (c == '"') {
-        ++p_;
-        return out;
-      }
-      if (c < 0x20) bad("control character in a string (must be escaped)");
-      if (c != '\\') {
-        out += (char)c;
-        ++p_;
-        continue;
-      }
-      ++p_;
-      if (p_ >= s_.size()) badAt("unterminated string", start);
-      char e = s_[p_];
-      switch (e) {
-        case '"': out += '"'; ++p_; break;
-        case '\\': out += '\\'; ++p_; break;
-        case '/': out += '/'; ++p_; break;
-        case 'b': out += '\b'; ++p_; break;
-        case 'f': out += '\f'; ++p_; break;
-        case 'n': out += '\n'; ++p_; break;
-        case 'r': out += '\r'; ++p_; break;
-        case 't': out += '\t'; ++p_; break;
-        case 'u': {
-          size_t escPos = p_ - 1;
-          ++p_;
-          uint32_t cp = hex4();
-          if (cp >= 0xd800 && cp <= 0xdbff) {
-            if (s_.size() - p_ < 2 || s_[p_] != '\\' || s_[p_ + 1] != 'u')
-              badAt("unpaired surrogate in a \\u escape", escPos);
-            p_ += 2;
-            uint32_t lo = hex4();
-            if (lo < 0xdc00 || lo > 0xdfff) badAt("unpaired surrogate in a \\u escape", escPos);
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-          } else if (cp >= 0xdc00 && cp <= 0xdfff) {
-            badAt("unpaired surrogate in a \\u escape", escPos);
-          }
-          appendUtf8(out, cp);
-          break;
-        }
-        default:
-          --p_;
-          bad("invalid escape in a string");
-      }
-    }
+    if (says("must follow U+D800..U+DBFF") && escapeAt(5))
+      badAt("unpaired surrogate in a \\u escape", stop - 5);
+    if (stop >= s_.size()) badAt("unterminated string", at);
+    // Not expected (the header was checked to be UTF-8): the library's words.
+    std::string reason(what.substr(what.find("invalid string")));
+    badAt(reason.substr(0, reason.find(';')), at);
   }
 };
 
@@ -353,32 +361,6 @@ const DTypeInfo& infoOf(DType d) {
 }
 
 std::string shapeText(const std::vector<int64_t>& s) { return ir::shapeStr(s); }
-
-// JSON string literal the way serde_json writes it: escapes '"', '\\' and
-// control characters (\b \f \n \r \t, others \u00xx); everything else as is.
-void appendJsonString(std::string& out, std::string_view s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += (char)c;
-        }
-    }
-  }
-  out += '"';
-}
 
 // Writes all of [data, data + n) to fd. Returns 0 or an errno value.
 int writeAll(int fd, const char* data, size_t n) {
@@ -440,51 +422,30 @@ void writeSafetensors(const std::string& path, const std::vector<NamedTensor>& t
     GSL_ASSERT(nt.value.defined(), "writeSafetensors: tensor '" + nt.name + "' has no data");
     GSL_ASSERT(nt.value.type().sizeFits(), "writeSafetensors: tensor '" + nt.name + "' is too large");
     if (invalidUtf8At(nt.name) != std::string_view::npos)
-      fail(path, "cannot write: tensor name " + quoted(nt.name) + " is not valid UTF-8");
+      fail(path, "cannot write: tensor name " + inQuotes(nt.name) + " is not valid UTF-8");
   }
   for (const auto& [k, v] : metadata) {
     if (invalidUtf8At(k) != std::string_view::npos)
-      fail(path, "cannot write: metadata key " + quoted(k) + " is not valid UTF-8");
+      fail(path, "cannot write: metadata key " + inQuotes(k) + " is not valid UTF-8");
     if (invalidUtf8At(v) != std::string_view::npos)
-      fail(path, "cannot write: metadata value for " + quoted(k) + " is not valid UTF-8");
+      fail(path, "cannot write: metadata value for " + inQuotes(k) + " is not valid UTF-8");
   }
 
-  // Header JSON, compact, as serde_json writes it.
-  std::string header = "{";
-  bool first = true;
+  // Header JSON, compact, in the order serde_json writes it: the metadata,
+  // then the tensors in order.
+  Json json = Json::object();
   if (!metadata.empty()) {
-    header += "\"__metadata__\":{";
-    bool firstMeta = true;
-    for (const auto& [k, v] : metadata) {
-      if (!firstMeta) header += ',';
-      firstMeta = false;
-      appendJsonString(header, k);
-      header += ':';
-      appendJsonString(header, v);
-    }
-    header += '}';
-    first = false;
+    Json& meta = json["__metadata__"] = Json::object();
+    for (const auto& [k, v] : metadata) meta[k] = v;
   }
   uint64_t offset = 0;
   for (const NamedTensor& nt : tensors) {
     const DTypeInfo& di = infoOf(nt.value.dtype());
     uint64_t bytes = (uint64_t)nt.value.size() * di.size;
-    if (!first) header += ',';
-    first = false;
-    appendJsonString(header, nt.name);
-    header += ":{\"dtype\":\"";
-    header += di.name;
-    header += "\",\"shape\":[";
-    const auto& shape = nt.value.shape();
-    for (size_t i = 0; i < shape.size(); ++i) {
-      if (i) header += ',';
-      header += std::to_string(shape[i]);
-    }
-    header += "],\"data_offsets\":[" + std::to_string(offset) + "," +
-              std::to_string(offset + bytes) + "]}";
+    json[nt.name] = Json{{"dtype", di.name}, {"shape", nt.value.shape()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
-  header += '}';
+  std::string header = json.dump();
   header.append((8 - header.size() % 8) % 8, ' ');
   if (header.size() > kMaxHeaderSize)
     fail(path, "cannot write: the header would be " + std::to_string(header.size()) +
@@ -580,45 +541,44 @@ struct Entry {
   uint64_t begin = 0, end = 0;
 };
 
-const JValue* member(const JValue& obj, std::string_view key) {
-  for (const auto& [k, v] : obj.members)
-    if (k == key) return &v;
-  return nullptr;
+const Json* member(const Json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
 }
 
-Entry parseEntry(const std::string& path, const std::string& name, const JValue& v) {
-  std::string who = "tensor " + quoted(name);
+Entry parseEntry(const std::string& path, const std::string& name, const Json& v) {
+  std::string who = "tensor " + inQuotes(name);
   auto malformed = [&](const std::string& m) { fail(path, "malformed header: " + who + ": " + m); };
-  if (v.kind != JValue::Object) malformed(std::string("expected an object, found ") + kindName(v.kind));
+  if (!v.is_object()) malformed(std::string("expected an object, found ") + kindName(v));
   Entry e;
   e.name = name;
 
-  const JValue* dt = member(v, "dtype");
-  const JValue* sh = member(v, "shape");
-  const JValue* off = member(v, "data_offsets");
+  const Json* dt = member(v, "dtype");
+  const Json* sh = member(v, "shape");
+  const Json* off = member(v, "data_offsets");
   if (!dt) malformed("missing 'dtype'");
   if (!sh) malformed("missing 'shape'");
   if (!off) malformed("missing 'data_offsets'");
 
-  if (dt->kind != JValue::String) malformed(std::string("'dtype' must be a string, found ") + kindName(dt->kind));
+  if (!dt->is_string()) malformed(std::string("'dtype' must be a string, found ") + kindName(*dt));
+  const std::string& dtype = dt->get_ref<const std::string&>();
   for (const auto& i : kDTypes)
-    if (dt->str == i.name) e.dtype = &i;
+    if (dtype == i.name) e.dtype = &i;
   if (!e.dtype)
-    fail(path, who + " has dtype " + quoted(dt->str) +
+    fail(path, who + " has dtype " + inQuotes(dtype) +
                    ", which GSL does not read (it reads F32, I32 and BOOL)");
 
-  if (sh->kind != JValue::Array) malformed(std::string("'shape' must be an array, found ") + kindName(sh->kind));
-  for (const JValue& d : sh->items) {
-    if (d.kind != JValue::Integer) malformed(std::string("'shape' must hold integers, found ") + kindName(d.kind));
-    e.shape.push_back(d.num);
+  if (!sh->is_array()) malformed(std::string("'shape' must be an array, found ") + kindName(*sh));
+  for (const Json& d : *sh) {
+    if (!d.is_number_integer()) malformed(std::string("'shape' must hold integers, found ") + kindName(d));
+    e.shape.push_back(d.get<int64_t>());
   }
   for (int64_t d : e.shape)
     if (d < 0) malformed("negative dimension in shape " + shapeText(e.shape));
 
-  if (off->kind != JValue::Array || off->items.size() != 2 || off->items[0].kind != JValue::Integer ||
-      off->items[1].kind != JValue::Integer)
+  if (!off->is_array() || off->size() != 2 || !(*off)[0].is_number_integer() || !(*off)[1].is_number_integer())
     malformed("'data_offsets' must be an array of two integers [begin, end]");
-  int64_t b = off->items[0].num, en = off->items[1].num;
+  int64_t b = (*off)[0].get<int64_t>(), en = (*off)[1].get<int64_t>();
   std::string offText = "[" + std::to_string(b) + ", " + std::to_string(en) + "]";
   if (b < 0 || en < 0) fail(path, who + ": negative data_offsets " + offText);
   if (b > en) fail(path, who + ": data_offsets " + offText + " are reversed (begin > end)");
@@ -686,21 +646,20 @@ std::vector<NamedTensor> readSafetensors(const std::string& path,
 
   if (size_t bad = invalidUtf8At(header); bad != std::string_view::npos)
     fail(path, "malformed header: not valid UTF-8 at byte " + std::to_string(bad));
-  JValue root = JsonParser(path, header).parseDocument();
-  if (root.kind != JValue::Object)
-    fail(path, std::string("malformed header: expected a JSON object, found ") + kindName(root.kind));
+  Json root = HeaderSax(path, header).parse();
+  if (!root.is_object())
+    fail(path, std::string("malformed header: expected a JSON object, found ") + kindName(root));
 
   std::vector<Entry> entries;
-  for (const auto& [key, v] : root.members) {
+  for (const auto& [key, v] : root.items()) {
     if (key == "__metadata__") {
-      if (v.kind != JValue::Object)
-        fail(path, std::string("malformed header: '__metadata__' must be an object, found ") +
-                       kindName(v.kind));
-      for (const auto& [mk, mv] : v.members) {
-        if (mv.kind != JValue::String)
-          fail(path, "malformed header: '__metadata__' value for " + quoted(mk) +
-                         " must be a string, found " + kindName(mv.kind));
-        if (metadata) (*metadata)[mk] = mv.str;
+      if (!v.is_object())
+        fail(path, std::string("malformed header: '__metadata__' must be an object, found ") + kindName(v));
+      for (const auto& [mk, mv] : v.items()) {
+        if (!mv.is_string())
+          fail(path, "malformed header: '__metadata__' value for " + inQuotes(mk) + " must be a string, found " +
+                         kindName(mv));
+        if (metadata) (*metadata)[mk] = mv.get<std::string>();
       }
       continue;
     }
@@ -718,15 +677,15 @@ std::vector<NamedTensor> readSafetensors(const std::string& path,
   const Entry* prev = nullptr;
   for (const Entry* e : sorted) {
     if (e->begin < covered)
-      fail(path, "tensors " + quoted(prev->name) + " (bytes " + range(prev->begin, prev->end) +
-                     ") and " + quoted(e->name) + " (bytes " + range(e->begin, e->end) + ") overlap");
+      fail(path, "tensors " + inQuotes(prev->name) + " (bytes " + range(prev->begin, prev->end) +
+                     ") and " + inQuotes(e->name) + " (bytes " + range(e->begin, e->end) + ") overlap");
     if (e->begin > covered)
       fail(path, "bytes " + range(covered, e->begin) + " of the data section belong to no tensor (" +
-                     (prev ? "between " + quoted(prev->name) + " and " + quoted(e->name)
-                           : "before " + quoted(e->name)) +
+                     (prev ? "between " + inQuotes(prev->name) + " and " + inQuotes(e->name)
+                           : "before " + inQuotes(e->name)) +
                      ")");
     if (e->end > dataSize)
-      fail(path, "truncated: tensor " + quoted(e->name) + " needs bytes " + range(e->begin, e->end) +
+      fail(path, "truncated: tensor " + inQuotes(e->name) + " needs bytes " + range(e->begin, e->end) +
                      " but the data section has " + std::to_string(dataSize));
     covered = e->end;
     prev = e;
@@ -743,7 +702,7 @@ std::vector<NamedTensor> readSafetensors(const std::string& path,
     Tensor t(backend::TensorType{e.dtype->dtype, e.shape});
     size_t nbytes = (size_t)(e.end - e.begin);
     auto truncated = [&]() {
-      fail(path, "truncated: tensor " + quoted(e.name) + " needs bytes " + range(e.begin, e.end) +
+      fail(path, "truncated: tensor " + inQuotes(e.name) + " needs bytes " + range(e.begin, e.end) +
                      " but the file ended early while reading it");
     };
     if (nbytes > 0) {

@@ -360,6 +360,121 @@ TEST_CASE("read errors: malformed JSON") {
   CHECK(readError(dir, stFile(ok, std::string(4, '\0'))) == "(no error)");
 }
 
+// Each check of the header parser at the byte where it fails: what JSON
+// allows but a safetensors header must not have (a byte order mark, NUL
+// bytes, leading zeros, fractions, literals, integers outside int64,
+// duplicate keys at any depth) and a syntax error in every position.
+TEST_CASE("read errors: every check of the header parser, at its byte") {
+  TempDir dir;
+  auto err = [&](const std::string& json) { return readError(dir, stFile(json, "")); };
+  const std::string pre = "m.safetensors: malformed header: ";
+  CHECK(err("\xef""\xbb""\xbf""{}") ==
+        pre + "expected a value at byte 0 ('\\xef\\xbb\\xbf{}')");
+  CHECK(err(std::string("{\"a\":\x00""}", 7)) ==
+        pre + "expected a value at byte 5 ('\\x00}')");
+  CHECK(err(std::string("{\"a\":1,\x00""}", 9)) ==
+        pre + "expected a string key at byte 7 ('\\x00}')");
+  CHECK(err(std::string("{\x00""}", 3)) ==
+        pre + "expected a string key at byte 1 ('\\x00}')");
+  CHECK(err(std::string("{\"a\"\x00"":1}", 8)) ==
+        pre + "expected ':' after key 'a' at byte 4 ('\\x00:1}')");
+  CHECK(err(std::string("{\"a\":1}\x00""x", 9)) ==
+        pre + "unexpected text after the JSON object at byte 7 ('\\x00x')");
+  CHECK(err(std::string("{\"a\":[1\x00""]}", 10)) ==
+        pre + "expected ',' or ']' in an array at byte 7 ('\\x00]}')");
+  CHECK(err("{\"a\":-01}") ==
+        pre + "leading zeros are not allowed in JSON numbers at byte 6 ('01}')");
+  CHECK(err("{\"a\":00}") ==
+        pre + "leading zeros are not allowed in JSON numbers at byte 5 ('00}')");
+  CHECK(err("{\"a\":0 1}") ==
+        pre + "expected ',' or '}' in an object at byte 7 ('1}')");
+  CHECK(err("{\"a\":[0-1]}") ==
+        pre + "expected ',' or ']' in an array at byte 7 ('-1]}')");
+  CHECK(err("{\"a\":[01.5]}") ==
+        pre + "leading zeros are not allowed in JSON numbers at byte 6 ('01.5]}')");
+  CHECK(err("{\"a\":1.}") ==
+        pre + "only integers are allowed (no fractions or exponents) at byte 5 ('1.}')");
+  CHECK(err("{\"a\":1e}") ==
+        pre + "only integers are allowed (no fractions or exponents) at byte 5 ('1e}')");
+  CHECK(err("{\"a\":1e+}") ==
+        pre + "only integers are allowed (no fractions or exponents) at byte 5 ('1e+}')");
+  CHECK(err("{\"a\":-x}") ==
+        pre + "expected a digit at byte 6 ('x}')");
+  CHECK(err("{\"a\":-}") ==
+        pre + "expected a digit at byte 6 ('}')");
+  CHECK(err("{\"a\":1e999}") ==
+        pre + "only integers are allowed (no fractions or exponents) at byte 5 ('1e999}')");
+  CHECK(err("{\"a\":-9223372036854775809}") ==
+        pre + "integer 9223372036854775809 is out of range at byte 5 ('-9223372036854775809...')");
+  CHECK(err("{\"a\":9223372036854775808}") ==
+        pre + "integer 9223372036854775808 is out of range at byte 5 ('9223372036854775808}')");
+  CHECK(err("{\"a\":9223372036854775807,\"b\":-9223372036854775808}") ==
+        pre + "tensor 'a': expected an object, found an integer");
+  CHECK(err("{\"a\":tru}") ==
+        pre + "unsupported JSON value (a safetensors header holds only objects, arrays, strings and integers) at byte 5 ('tru}')");
+  CHECK(err("{\"a\":falsy}") ==
+        pre + "unsupported JSON value (a safetensors header holds only objects, arrays, strings and integers) at byte 5 ('falsy}')");
+  CHECK(err("{\"a\":x}") ==
+        pre + "expected a value at byte 5 ('x}')");
+  CHECK(err("{tru}") ==
+        pre + "expected a string key at byte 1 ('tru}')");
+  CHECK(err("{\"a\" \"b}") ==
+        pre + "expected ':' after key 'a' at byte 5 ('\"b}')");
+  CHECK(err("{\"a\":1 \"b}") ==
+        pre + "expected ',' or '}' in an object at byte 7 ('\"b}')");
+  CHECK(err("{\"a\":1:2}") ==
+        pre + "expected ',' or '}' in an object at byte 6 (':2}')");
+  CHECK(err("{\"a\",1}") ==
+        pre + "expected ':' after key 'a' at byte 4 (',1}')");
+  CHECK(err("{\"a\":[1:2]}") ==
+        pre + "expected ',' or ']' in an array at byte 7 (':2]}')");
+  CHECK(err("{\"a\":[1,,2]}") ==
+        pre + "expected a value at byte 8 (',2]}')");
+  CHECK(err("{,}") ==
+        pre + "expected a string key at byte 1 (',}')");
+  CHECK(err("{\"a\":{\"b\":{}}, }") ==
+        pre + "expected a string key at byte 15 ('}')");
+  CHECK(err(" {} {}") ==
+        pre + "unexpected text after the JSON object at byte 4 ('{}')");
+  CHECK(err("{}]") ==
+        pre + "unexpected text after the JSON object at byte 2 (']')");
+  CHECK(err("[1,2] ") ==
+        pre + "expected a JSON object, found an array");
+  CHECK(err("\"x\" y") ==
+        pre + "unexpected text after the JSON object at byte 4 ('y')");
+  CHECK(err("{\"a\\u00zz\":1}") ==
+        pre + "invalid \\u escape at byte 5 ('00zz\":1}')");
+  CHECK(err("{\"a\\u0\":1}") ==
+        pre + "invalid \\u escape at byte 5 ('0\":1}')");
+  CHECK(err("{\"\\ud800\\u00\":1}") ==
+        pre + "invalid \\u escape at byte 10 ('00\":1}')");
+  CHECK(err("{\"\\ud800\\x\":1}") ==
+        pre + "unpaired surrogate in a \\u escape at byte 2 ('\\ud800\\x\":1}')");
+  CHECK(err("{\"\\ud800\":1}") ==
+        pre + "unpaired surrogate in a \\u escape at byte 2 ('\\ud800\":1}')");
+  CHECK(err("{\"\\ud800") ==
+        pre + "unpaired surrogate in a \\u escape at byte 2 ('\\ud800')");
+  CHECK(err("{\"\\ud800\\") ==
+        pre + "unpaired surrogate in a \\u escape at byte 2 ('\\ud800\\')");
+  CHECK(err("{\"a\":\"x\\") ==
+        pre + "unterminated string at byte 5 ('\"x\\')");
+  CHECK(err("{\"a\\") ==
+        pre + "invalid escape in a string at byte 3 ('\\')");
+  CHECK(err("{\"a\":\"\\u12") ==
+        pre + "invalid \\u escape at byte 8 ('12')");
+  CHECK(err("{\"k\":\"\\u0041\\n\\/\"}") ==
+        pre + "tensor 'k': expected an object, found a string");
+  CHECK(err("{\"a\":1,\"b\":{\"a\":2},\"a\":3}") ==
+        pre + "duplicate key 'a' at byte 19 ('\"a\":3}')");
+  CHECK(err("{\"b\":{\"x\":1,\"x\":2}}") ==
+        pre + "duplicate key 'x' at byte 12 ('\"x\":2}}')");
+  std::string deepObject;
+  for (int i = 0; i < 70; ++i) deepObject += "{\"k\":";
+  CHECK(err(deepObject) == pre + "nesting deeper than 64 levels at byte 320 ('{\"k\":{\"k\":{\"k\":{\"k\":...')");
+  CHECK(err("{\"a\":" + std::string(400, '9') + "}") ==
+        pre + "integer 999999999999999999999999999999... is out of range at byte 5 ('99999999999999999999...')");
+}
+
 TEST_CASE("read errors: header structure, dtypes, shapes and offsets") {
   TempDir dir;
   auto err = [&](const std::string& json, const std::string& data) { return readError(dir, stFile(json, data)); };
