@@ -85,21 +85,13 @@ Cost estimateCost(const Module& m, const Function& f) {
   return c;
 }
 
-std::string costJson(const Cost& c, int indent) {
-  std::string pad(indent, ' ');
-  std::string s = "{\n";
-  s += pad + "  \"flops\": " + std::to_string(c.flops) + ",\n";
-  s += pad + "  \"param_bytes\": " + std::to_string(c.paramBytes) + ",\n";
-  s += pad + "  \"peak_activation_bytes\": " + std::to_string(c.peakActivationBytes) + ",\n";
-  s += pad + "  \"collectives\": {";
-  bool first = true;
-  for (auto& [k, v] : c.collectives) {
-    s += std::string(first ? "\n" : ",\n") + pad + "    \"" + k + "\": {\"calls\": " + std::to_string(v.calls) +
-         ", \"bytes\": " + std::to_string(v.bytes) + "}";
-    first = false;
-  }
-  s += (first ? "}" : "\n" + pad + "  }") + std::string("\n") + pad + "}";
-  return s;
+nlohmann::ordered_json costJson(const Cost& c) {
+  nlohmann::ordered_json collectives = nlohmann::ordered_json::object();
+  for (const auto& [kind, v] : c.collectives) collectives[kind] = {{"calls", v.calls}, {"bytes", v.bytes}};
+  return {{"flops", c.flops},
+          {"param_bytes", c.paramBytes},
+          {"peak_activation_bytes", c.peakActivationBytes},
+          {"collectives", std::move(collectives)}};
 }
 
 }  // namespace gsl::passes

@@ -14,6 +14,8 @@
 #include <map>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "ir/Module.h"
 
 namespace gsl::passes {
@@ -32,7 +34,9 @@ struct Cost {
 
 Cost estimateCost(const ir::Module& m, const ir::Function& f);
 
-// {"flops": ..., "param_bytes": ..., ...} (deterministic key order).
-std::string costJson(const Cost& c, int indent = 0);
+// {"flops": ..., "param_bytes": ..., "peak_activation_bytes": ...,
+//  "collectives": {KIND: {"calls": ..., "bytes": ...}}}, keys in that order
+// (collectives by name).
+nlohmann::ordered_json costJson(const Cost& c);
 
 }  // namespace gsl::passes

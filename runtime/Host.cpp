@@ -10,6 +10,8 @@
 #include <map>
 #include <mutex>
 
+#include <nlohmann/json.hpp>
+
 #include "backend/Engine.h"
 #include "backend/Npy.h"
 #include "backend/Random.h"
@@ -384,8 +386,13 @@ class RankRunner {
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - trainStart_).count();
     double tps = elapsed > 0 ? (double)(tokens * stepsRun_) / elapsed : 0;
     if (log_.is_open()) {
-      log_ << "{\"step\": " << t << ", \"loss\": " << backend::formatF32((float)loss)
-           << ", \"tokens_per_s\": " << (int64_t)tps << ", \"elapsed_s\": " << elapsed << "}\n";
+      // The loss as its float prints (shortest digits); a NaN or infinite
+      // loss is null (JSON has no number for it).
+      nlohmann::ordered_json line = {{"step", t},
+                                     {"loss", std::strtod(backend::formatF32((float)loss).c_str(), nullptr)},
+                                     {"tokens_per_s", (int64_t)tps},
+                                     {"elapsed_s", elapsed}};
+      log_ << line.dump() << "\n";
       log_.flush();
     }
     if (!opts_.progress) return;

@@ -130,29 +130,27 @@ bool memoryLimit(const std::string& flag, int64_t np, gsl::runtime::RunOptions& 
   return true;
 }
 
-std::string statsJson(const gsl::ir::Module& mod, const std::vector<std::unique_ptr<gsl::ir::Function>>& perRank,
-                      const std::vector<std::string>& userFns, const std::string& only,
-                      const gsl::backend::JitOptions& jit) {
+// `--stats json`: per-rank figures of the module and of each function.
+nlohmann::ordered_json statsJson(const gsl::ir::Module& mod,
+                                 const std::vector<std::unique_ptr<gsl::ir::Function>>& perRank,
+                                 const std::vector<std::string>& userFns, const std::string& only,
+                                 const gsl::backend::JitOptions& jit) {
   uint64_t paramBytes = 0;
   for (const auto& p : mod.params)
     paramBytes += (uint64_t)gsl::ir::TensorType{p.type.dtype, gsl::passes::localShape(mod, p.type, p.sharding)}
                       .numElements() * 4;
-  std::string s = "{\n  \"np\": " + std::to_string(mod.np) + ",\n  \"param_bytes_per_rank\": " +
-                  std::to_string(paramBytes) + ",\n  \"functions\": {";
-  bool first = true;
+  nlohmann::ordered_json fns = nlohmann::ordered_json::object();
   for (const auto& f : perRank) {
     bool user = std::find(userFns.begin(), userFns.end(), f->name) != userFns.end();
     if (only.empty() ? !user : f->name != only) continue;
-    // The cost model's figures, plus the peak bytes of the JIT's buffer
-    // planner (liveness-based reuse) for the per-rank program (planned
-    // without compiling it: --stats stays fast for a 600B-param model).
-    std::string cost = gsl::passes::costJson(gsl::passes::estimateCost(mod, *f), 4);
-    cost.insert(cost.find('\n') + 1,
-                "      \"jit_peak_bytes\": " + std::to_string(gsl::backend::jitPlannedPeakBytes(*f, jit)) + ",\n");
-    s += std::string(first ? "\n" : ",\n") + "    \"" + f->name + "\": " + cost;
-    first = false;
+    // The peak bytes of the JIT's buffer planner (liveness-based reuse) for
+    // the per-rank program (planned without compiling it: --stats stays
+    // fast for a 600B-param model), then the cost model's figures.
+    nlohmann::ordered_json entry = {{"jit_peak_bytes", gsl::backend::jitPlannedPeakBytes(*f, jit)}};
+    entry.update(gsl::passes::costJson(gsl::passes::estimateCost(mod, *f)));
+    fns[f->name] = std::move(entry);
   }
-  return s + (first ? "}" : "\n  }") + "\n}\n";
+  return {{"np", mod.np}, {"param_bytes_per_rank", paramBytes}, {"functions", std::move(fns)}};
 }
 
 }  // namespace
@@ -393,7 +391,7 @@ int main(int argc, char** argv) {
       }
     }
     if (stats) {
-      std::cout << statsJson(mod, perRank, prog->userFunctions, fn, gsl::backend::jitOptionsFromEnvironment());
+      std::cout << statsJson(mod, perRank, prog->userFunctions, fn, gsl::backend::jitOptionsFromEnvironment()).dump(2) << "\n";
       return 0;
     }
     if (emitKind == EmitKind::Llvm) {
