@@ -1,5 +1,7 @@
 #include "ir/Module.h"
 
+#include "support/Diagnostics.h"
+
 namespace gsl::ir {
 
 std::string formatDouble(double v);  // Attr.cpp
@@ -48,6 +50,40 @@ Function* Module::findFunction(const std::string& name) const {
   for (const auto& f : functions)
     if (f->name == name) return f.get();
   return nullptr;
+}
+
+std::vector<int64_t> blocksPerDim(const Module& m, const TensorType& t, const std::optional<Sharding>& s) {
+  std::vector<int64_t> n(t.shape.size(), 1);
+  if (!s) return n;
+  const Mesh* mesh = nullptr;
+  for (size_t d = 0; d < n.size() && d < s->dims.size(); ++d) {
+    if (s->dims[d].empty()) continue;
+    if (!mesh) mesh = m.findMesh(s->mesh);
+    GSL_ASSERT(mesh, "localShape: sharding " + s->str() + " names no mesh of the module");
+    for (const auto& a : s->dims[d]) {
+      GSL_ASSERT(mesh->axisIndex(a) >= 0, "localShape: mesh '" + mesh->name + "' has no axis '" + a + "'");
+      n[d] *= mesh->axisSize(a);
+    }
+  }
+  return n;
+}
+
+Shape localShape(const Module& m, const TensorType& t, const std::optional<Sharding>& s) {
+  std::vector<int64_t> n = blocksPerDim(m, t, s);
+  Shape r = t.shape;
+  for (size_t d = 0; d < r.size(); ++d) {
+    GSL_ASSERT(r[d] % n[d] == 0, "localShape: dim " + std::to_string(d) + " of " + t.str() + " is not divisible by " +
+                                     std::to_string(n[d]) + ", the blocks of " + s->str());
+    r[d] /= n[d];
+  }
+  return r;
+}
+
+Shape globalShape(const Module& m, const TensorType& local, const std::optional<Sharding>& s) {
+  std::vector<int64_t> n = blocksPerDim(m, local, s);
+  Shape r = local.shape;
+  for (size_t d = 0; d < r.size(); ++d) r[d] *= n[d];
+  return r;
 }
 
 }  // namespace gsl::ir

@@ -51,4 +51,15 @@ struct Module {
   Function* findFunction(const std::string& name) const;
 };
 
+// The one local-shape rule: the block of a `t` value that lies as `s` on
+// each device has every split dim divided by the sizes of its mesh axes (no
+// sharding, or a replicated one: the whole shape). A dim its axes do not
+// divide, or a mesh the module lacks, is an internal error: the front end
+// checks annotations and propagation only splits dims evenly.
+Shape localShape(const Module& m, const TensorType& t, const std::optional<Sharding>& s);
+// Each dim's number of blocks under `s` (1 where it is not split).
+std::vector<int64_t> blocksPerDim(const Module& m, const TensorType& t, const std::optional<Sharding>& s);
+// The inverse: the whole shape of a `local` block lying as `s`.
+Shape globalShape(const Module& m, const TensorType& local, const std::optional<Sharding>& s);
+
 }  // namespace gsl::ir

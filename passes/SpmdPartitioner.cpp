@@ -83,15 +83,7 @@ class Partitioner {
     for (const auto& a : axes) r.push_back(m.axisIndex(a));
     return r;
   }
-  Shape shapeOf(const TensorType& t, const Sharding& s) {
-    Shape r = t.shape;
-    for (size_t d = 0; d < r.size() && d < s.dims.size(); ++d) {
-      int64_t p = product(s.mesh, s.dims[d]);
-      GSL_ASSERT(r[d] % p == 0, "partitioner: dim not divisible by its axes");
-      r[d] /= p;
-    }
-    return r;
-  }
+  Shape shapeOf(const TensorType& t, const Sharding& s) { return localShape(mod_, t, s); }
 
   Value* emit(OpKind k, std::vector<Value*> operands, AttrMap at, SourceLoc loc) {
     std::vector<TensorType> in;
@@ -406,15 +398,6 @@ class Partitioner {
 };
 
 }  // namespace
-
-Shape localShape(const Module& m, const TensorType& t, const std::optional<Sharding>& s) {
-  if (!s) return t.shape;
-  Shape r = t.shape;
-  const Mesh* mesh = m.findMesh(s->mesh);
-  for (size_t d = 0; d < r.size() && d < s->dims.size() && mesh; ++d)
-    for (const auto& a : s->dims[d]) r[d] /= mesh->axisSize(a);
-  return r;
-}
 
 std::unique_ptr<Function> partitionFunction(const Module& m, const Function& global) {
   Partitioner p(m, global);

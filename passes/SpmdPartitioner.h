@@ -30,7 +30,4 @@ namespace gsl::passes {
 // resultShardings record how each result lies.
 std::unique_ptr<ir::Function> partitionFunction(const ir::Module& m, const ir::Function& global);
 
-// The local shape of `t` under `s` (each split dim divided by its axes).
-ir::Shape localShape(const ir::Module& m, const ir::TensorType& t, const std::optional<ir::Sharding>& s);
-
 }  // namespace gsl::passes

@@ -14,7 +14,7 @@ Tensor localBlock(const ir::Module& m, const Tensor& global, const std::optional
   if (!s || s->isReplicated()) return global;
   const ir::Mesh* mesh = m.findMesh(s->mesh);
   GSL_ASSERT(mesh, "localBlock: unknown mesh");
-  ir::Shape local = passes::localShape(m, global.type(), s);
+  ir::Shape local = ir::localShape(m, global.type(), s);
   int r = global.rank();
   std::vector<int64_t> offset(r, 0);
   for (int d = 0; d < r; ++d) {

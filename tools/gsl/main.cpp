@@ -137,7 +137,7 @@ nlohmann::ordered_json statsJson(const gsl::ir::Module& mod,
                                  const gsl::backend::JitOptions& jit) {
   uint64_t paramBytes = 0;
   for (const auto& p : mod.params)
-    paramBytes += (uint64_t)gsl::ir::TensorType{p.type.dtype, gsl::passes::localShape(mod, p.type, p.sharding)}
+    paramBytes += (uint64_t)gsl::ir::TensorType{p.type.dtype, gsl::ir::localShape(mod, p.type, p.sharding)}
                       .numElements() * 4;
   nlohmann::ordered_json fns = nlohmann::ordered_json::object();
   for (const auto& f : perRank) {
