@@ -35,6 +35,7 @@
 
 #include "frontend/Frontend.h"
 #include "ir/Module.h"
+#include "runtime/HostWalk.h"
 #include "support/Diagnostics.h"
 
 namespace gsl::repl {
@@ -76,14 +77,10 @@ struct Build {
   void printDiagnostics(std::ostream& os) const;
 };
 
-// How a host variable got its value and sharding (see the file comment).
-struct HostVar {
-  ir::TensorType type;
-  std::optional<ir::Sharding> sharding;               // none: replicated
-  const frontend::Thunk* thunk = nullptr;             // the statement's tensor math
-  int result = 0;                                     // which result of it
-  std::vector<std::optional<ir::Sharding>> inputs;    // how its leaves lay
-};
+// How a host variable got its value and sharding (see the file comment):
+// its type, sharding, and the thunk result it holds, as the host-script walk
+// (runtime/HostWalk.h) finds them.
+using HostVar = runtime::WalkedValue;
 
 class Session {
  public:

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +23,7 @@
 #include "runtime/Checkpoint.h"
 #include "runtime/Data.h"
 #include "runtime/Distribute.h"
+#include "runtime/HostWalk.h"
 #include "runtime/Memory.h"
 #include "runtime/MpiComm.h"
 #include "runtime/TestFaults.h"
@@ -48,49 +50,9 @@ struct RankError : std::runtime_error {
 // input sharding of a thunk) and the params' global initial values.
 class SpmdProgram {
  public:
-  SpmdProgram(const frontend::CheckedProgram& p, uint64_t seed) : prog_(p), seed_(seed) {}
+  SpmdProgram(const frontend::CheckedProgram& p, uint64_t seed) : prog_(p), seed_(seed), programs_(*p.module) {}
   const ir::Module& module() const { return *prog_.module; }
-
-  // The per-rank function of thunk `th` for inputs lying as `in`; with
-  // `gather`, its results are made whole (replicated) on every rank.
-  const ir::Function& perRank(const Thunk& th, const std::vector<std::optional<Sharding>>& in, bool gather) {
-    std::string key = th.fn->name + (gather ? "|gather" : "|");
-    for (const auto& s : in) key += "|" + (s ? s->str() : std::string("_"));
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return *it->second;
-    auto f = th.fn->clone();
-    // Inputs lie as given; extra arguments (training states) as the
-    // expansion declared them; whole where nothing says otherwise.
-    for (size_t i = 0; i < f->args.size(); ++i) {
-      if (i < in.size()) f->args[i]->sharding = in[i];
-      if (!f->args[i]->sharding) f->args[i]->sharding = Sharding::replicated("", f->args[i]->type.rank());
-    }
-    // A training step's new params and states must come back lying as they
-    // are stored (their declared sharding, else whole).
-    if (f->train && f->train->kind == ir::TrainRequest::Minimize)
-      for (size_t k = 1; k < f->results.size(); ++k)
-        if (!f->resultShardings[k]) f->resultShardings[k] = Sharding::replicated("", f->results[k]->type.rank());
-    auto local = passes::buildPerRankProgram(*prog_.module, *f, gather);
-    return *(cache_[key] = std::move(local));
-  }
-
-  // A per-rank program that gathers `values` (lying as `shardings`) whole.
-  const ir::Function& gatherProgram(const std::string& key, const std::vector<ir::TensorType>& types,
-                                    const std::vector<std::optional<Sharding>>& shardings) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = cache_.find("gather|" + key);
-    if (it != cache_.end()) return *it->second;
-    ir::Function g;
-    g.name = "checkpoint." + key;
-    for (size_t i = 0; i < types.size(); ++i) {
-      ir::Value* a = g.addArg(types[i]);
-      a->sharding = shardings[i] ? shardings[i] : Sharding::replicated("", types[i].rank());
-      g.results.push_back(a);
-    }
-    auto local = passes::buildPerRankProgram(*prog_.module, g, true);
-    return *(cache_["gather|" + key] = std::move(local));
-  }
+  PerRankPrograms& programs() { return programs_; }
 
   // The checkpoint given with --resume, read once.
   const std::map<std::string, Tensor>& resumed(const std::string& path, std::map<std::string, std::string>& meta) {
@@ -113,8 +75,8 @@ class SpmdProgram {
  private:
   const frontend::CheckedProgram& prog_;
   uint64_t seed_;
+  PerRankPrograms programs_;
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<ir::Function>> cache_;
   std::map<std::string, Tensor> params_;
   bool resumeRead_ = false;
   std::map<std::string, Tensor> resumeTensors_;
@@ -126,8 +88,9 @@ struct HostValue {
   std::optional<Sharding> sharding;
 };
 
-// One rank running the host script.
-class RankRunner {
+// One rank running the host script: loops run, the branch taken, each
+// thunk on the rank's engine.
+class RankRunner : public HostWalker<HostValue> {
  public:
   // `mpi`: this rank's MPI communicator when ranks are MPI processes (to
   // agree on stopping), else null.
@@ -151,7 +114,6 @@ class RankRunner {
   }
 
   void run() {
-    scopes_.emplace_back();
     try {
       block(host_.body);
     } catch (const Interrupted&) {
@@ -173,7 +135,6 @@ class RankRunner {
   MpiComm* mpi_;
   std::map<std::string, Tensor> params_;
   std::unique_ptr<backend::Engine> engine_;
-  std::vector<std::map<std::string, HostValue>> scopes_;
   // Training state: optimizer states ("opt/param/slot" -> this rank's
   // block), step counters per optimizer, whole states read by --resume
   // (sliced when the step that uses them is built).
@@ -254,21 +215,9 @@ class RankRunner {
     if (stopped) throw Interrupted();
   }
 
-  HostValue* lookup(const std::string& n) {
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
-      auto f = it->find(n);
-      if (f != it->end()) return &f->second;
-    }
-    return nullptr;
-  }
-
-  HostValue leaf(const HostLeaf& l) {
+  HostValue leaf(const HostLeaf& l) override {
     switch (l.kind) {
-      case HostLeaf::Var: {
-        HostValue* v = lookup(l.name);
-        GSL_ASSERT(v, "host variable '" + l.name + "' has no value");
-        return *v;
-      }
+      case HostLeaf::Var: break;  // HostWalker::input
       case HostLeaf::Exists: {
         std::error_code ec;
         return {Tensor::scalarBool(std::filesystem::exists(l.name, ec)), std::nullopt};
@@ -330,7 +279,7 @@ class RankRunner {
     std::vector<std::optional<Sharding>> in;
     int64_t tokens = 0;
     for (const auto& lf : st.leaves) {
-      HostValue v = leaf(lf);
+      HostValue v = input(lf);
       // Throughput counts the tokens of the first i32 input (token ids), or
       // else the rows (samples) of the first input.
       if (!tokens && lf.type.rank() >= 1)
@@ -338,7 +287,7 @@ class RankRunner {
       args.push_back(v.local);
       in.push_back(v.sharding);
     }
-    const ir::Function& f = prog_.perRank(st, in, false);
+    const ir::Function& f = prog_.programs().perRank(st, in, false);
     const ir::TrainRequest& tr = *st.fn->train;
     const std::string& opt = tr.optimizer;
     int64_t t = ++optSteps_[opt];
@@ -426,7 +375,7 @@ class RankRunner {
   }
 
   // save_checkpoint(path): params, optimizer states and step counters.
-  void saveCheckpoint(const HostStmt& s) {
+  void writeCheckpoint(const HostStmt& s) {
     const ir::Module& m = prog_.module();
     std::vector<std::string> names;
     std::vector<Tensor> locals;
@@ -442,17 +391,10 @@ class RankRunner {
       names.push_back(key);
       locals.push_back(v.local);
       // The whole type: the local block scaled back up by its sharding.
-      ir::TensorType t = v.local.type();
-      if (v.sharding && !v.sharding->mesh.empty())
-        if (const ir::Mesh* mesh = m.findMesh(v.sharding->mesh))
-          for (size_t d = 0; d < t.shape.size(); ++d)
-            for (const auto& a : v.sharding->dims[d]) t.shape[d] *= mesh->axisSize(a);
-      types.push_back(t);
+      types.push_back({v.local.dtype(), ir::globalShape(m, v.local.type(), v.sharding)});
       shardings.push_back(v.sharding);
     }
-    std::string key;
-    for (size_t i = 0; i < names.size(); ++i) key += names[i] + ":" + (shardings[i] ? shardings[i]->str() : "_") + ";";
-    const ir::Function& g = prog_.gatherProgram(key, types, shardings);
+    const ir::Function& g = prog_.programs().gatherProgram(names, types, shardings);
     std::vector<Tensor> whole = engine_->call(g, locals);
     if (rank_ != 0) return;  // the caller's barrier waits for rank 0's write
     std::vector<NamedTensor> out;
@@ -466,15 +408,10 @@ class RankRunner {
     }
   }
 
-  std::vector<HostValue> eval(const Thunk& th, bool gather) {
+  std::vector<HostValue> call(const Thunk& th, const std::vector<HostValue>& in, bool gather) override {
     std::vector<Tensor> args;
-    std::vector<std::optional<Sharding>> in;
-    for (const auto& l : th.leaves) {
-      HostValue v = leaf(l);
-      args.push_back(v.local);
-      in.push_back(v.sharding);
-    }
-    const ir::Function& f = prog_.perRank(th, in, gather);
+    for (const HostValue& v : in) args.push_back(v.local);
+    const ir::Function& f = prog_.programs().perRank(th, shardingsOf(in), gather);
     std::vector<Tensor> res;
     try {
       res = engine_->call(f, args);
@@ -488,144 +425,102 @@ class RankRunner {
 
   Tensor whole(const Thunk& th) { return eval(th, true)[0].local; }
 
-  void block(const std::vector<HostStmt>& b) {
-    for (const auto& s : b) stmt(s);
+  void beforeStatement(const HostStmt&) override {
+    if (!mpi_) throwIfInterrupted();  // threads: a flag read, at every statement
   }
 
-  void stmt(const HostStmt& s) {
-    if (!mpi_) throwIfInterrupted();  // threads: a flag read, at every statement
-    switch (s.kind) {
-      case HostStmt::Let: {
-        auto vals = eval(s.value, false);
-        for (size_t i = 0; i < s.names.size(); ++i) scopes_.back()[s.names[i]] = vals[i];
-        break;
-      }
-      case HostStmt::Assign: {
-        auto vals = eval(s.value, false);
-        HostValue* v = lookup(s.names[0]);
-        GSL_ASSERT(v, "assignment to unknown host variable");
-        *v = vals[0];
-        break;
-      }
-      case HostStmt::For: {
-        int64_t lo = (int64_t)whole(s.lo).item(), hi = (int64_t)whole(s.hi).item();
-        loops_.push_back({lo, hi, lo});
-        for (int64_t i = lo; i < hi; ++i) {
-          pollInterrupt();
-          loops_.back().i = i;
-          scopes_.emplace_back();
-          scopes_.back()[s.names[0]] = {Tensor::scalarI32((int32_t)i), std::nullopt};
-          block(s.body);
-          scopes_.pop_back();
-        }
-        loops_.pop_back();
-        break;
-      }
-      case HostStmt::If: {
-        bool c = whole(s.cond).item() != 0;
-        scopes_.emplace_back();
-        block(c ? s.body : s.elseBody);
-        scopes_.pop_back();
-        break;
-      }
-      case HostStmt::Print: {
-        std::string line;
-        for (size_t i = 0; i < s.printArgs.size(); ++i) {
-          if (i) line += " ";
-          const auto& a = s.printArgs[i];
-          line += a.value ? whole(*a.value).str() : a.text;
-        }
-        if (rank_ == 0) {
-          clearProgress();
-          out_ << line << "\n";
-        }
-        break;
-      }
-      case HostStmt::Save: {
-        Tensor t = whole(s.value);
-        if (rank_ == 0) {
-          try {
-            backend::writeNpy(s.path, t);
-          } catch (const backend::NpyError& e) {
-            fail(s.loc, e.what());
-          }
-        }
-        // Nobody reads the file before it is there (a later load or exists):
-        // the barrier, or under MPI the agreement's all-reduce.
-        if (!mpi_) comm_.barrier();
-        pollInterrupt();
-        break;
-      }
-      case HostStmt::Eval: eval(s.value, false); break;
-      case HostStmt::SaveCheckpoint: {
-        // An interrupt abandons a checkpoint being written (its temp file is
-        // removed; an older checkpoint at the path stays as it was).
-        bool stopped = false;
-        try {
-          saveCheckpoint(s);
-        } catch (const Interrupted&) {
-          if (!mpi_) throw;  // threads: the world's abort releases the others
-          stopped = true;
-        }
-        if (!mpi_) comm_.barrier();
-        pollInterrupt(stopped);
-        break;
+  void forLoop(const HostStmt& s) override {
+    int64_t lo = (int64_t)whole(s.lo).item(), hi = (int64_t)whole(s.hi).item();
+    loops_.push_back({lo, hi, lo});
+    for (int64_t i = lo; i < hi; ++i) {
+      pollInterrupt();
+      loops_.back().i = i;
+      scopes_.emplace_back();
+      scopes_.back()[s.names[0]] = {Tensor::scalarI32((int32_t)i), std::nullopt};
+      block(s.body);
+      scopes_.pop_back();
+    }
+    loops_.pop_back();
+  }
+
+  void ifElse(const HostStmt& s) override {
+    bool c = whole(s.cond).item() != 0;
+    scopes_.emplace_back();
+    block(c ? s.body : s.elseBody);
+    scopes_.pop_back();
+  }
+
+  void print(const HostStmt& s) override {
+    std::string line;
+    for (size_t i = 0; i < s.printArgs.size(); ++i) {
+      if (i) line += " ";
+      const auto& a = s.printArgs[i];
+      line += a.value ? whole(*a.value).str() : a.text;
+    }
+    if (rank_ == 0) {
+      clearProgress();
+      out_ << line << "\n";
+    }
+  }
+
+  void save(const HostStmt& s) override {
+    Tensor t = whole(s.value);
+    if (rank_ == 0) {
+      try {
+        backend::writeNpy(s.path, t);
+      } catch (const backend::NpyError& e) {
+        fail(s.loc, e.what());
       }
     }
+    // Nobody reads the file before it is there (a later load or exists):
+    // the barrier, or under MPI the agreement's all-reduce.
+    if (!mpi_) comm_.barrier();
+    pollInterrupt();
+  }
+
+  void saveCheckpoint(const HostStmt& s) override {
+    // An interrupt abandons a checkpoint being written (its temp file is
+    // removed; an older checkpoint at the path stays as it was).
+    bool stopped = false;
+    try {
+      writeCheckpoint(s);
+    } catch (const Interrupted&) {
+      if (!mpi_) throw;  // threads: the world's abort releases the others
+      stopped = true;
+    }
+    if (!mpi_) comm_.barrier();
+    pollInterrupt(stopped);
   }
 };
 
-// The memory estimate: walks fn main in order (loop bodies once, both
-// branches of an if), building each thunk's per-rank program for the input
-// shardings the run will give it (host variables keep the sharding of the
-// result they hold), and measures the largest.
-class MemoryWalker {
+// The memory estimate: the walk without running (runtime/HostWalk.h:
+// loop bodies once, both branches of an if), measuring each thunk's
+// per-rank program; the largest counts.
+class MemoryWalker : public ShardingWalk {
  public:
   MemoryWalker(SpmdProgram& prog, const backend::JitOptions& jit, MemoryEstimate& est)
-      : prog_(prog), jit_(jit), est_(est) {}
-
-  void block(const std::vector<HostStmt>& b) {
-    for (const auto& s : b) stmt(s);
-  }
+      : ShardingWalk(prog.programs()), jit_(jit), est_(est) {}
 
   void finish() {
-    const ir::Module& m = prog_.module();
+    const ir::Module& m = programs_.module();
     for (const auto& p : m.params) {
-      ir::TensorType local{p.type.dtype, passes::localShape(m, p.type, p.sharding)};
+      ir::TensorType local{p.type.dtype, ir::localShape(m, p.type, p.sharding)};
       est_.paramBytes = addBytes(est_.paramBytes, bytes(local));
     }
     for (const auto& [key, b] : states_) est_.stateBytes = addBytes(est_.stateBytes, b);
   }
 
  private:
-  SpmdProgram& prog_;
   const backend::JitOptions& jit_;  // the planner's options, as the run's engine
   MemoryEstimate& est_;
-  std::map<std::string, std::optional<Sharding>> vars_;
   std::map<std::string, uint64_t> states_;  // optimizer state -> bytes per rank
 
   static uint64_t bytes(const ir::TensorType& t) { return (uint64_t)t.numElements() * 4; }
 
-  std::optional<Sharding> leaf(const HostLeaf& l) {
-    switch (l.kind) {
-      case HostLeaf::Var: {
-        auto it = vars_.find(l.name);
-        return it == vars_.end() ? std::nullopt : it->second;
-      }
-      case HostLeaf::Load: return l.sharding;
-      case HostLeaf::Batch: thunk(*l.sub, true); return std::nullopt;
-      case HostLeaf::Minimize: return thunk(*l.sub, false, true).resultShardings[0];
-      default: return std::nullopt;
-    }
-  }
-
-  const ir::Function& thunk(const Thunk& th, bool gather, bool minimize = false) {
-    std::vector<std::optional<Sharding>> in;
-    for (const auto& l : th.leaves) in.push_back(leaf(l));
-    const ir::Function& f = prog_.perRank(th, in, gather);
+  void visit(const Thunk& th, const ir::Function& f, bool step) override {
     // Training states: the arguments after the thunk's own and the step.
     const std::optional<ir::TrainRequest>& tr = th.fn->train;
-    size_t firstState = minimize && tr ? th.leaves.size() + 1 : f.args.size();
+    size_t firstState = step && tr ? th.leaves.size() + 1 : f.args.size();
     uint64_t inputs = 0, results = 0;
     for (size_t i = 0; i < f.args.size(); ++i) {
       uint64_t b = bytes(f.args[i]->type);
@@ -651,48 +546,13 @@ class MemoryWalker {
       est_.resultBytes = results;
       est_.where = th.loc;
     }
-    return f;
-  }
-
-  void stmt(const HostStmt& s) {
-    switch (s.kind) {
-      case HostStmt::Let: {
-        const ir::Function& f = thunk(s.value, false);
-        for (size_t i = 0; i < s.names.size() && i < f.resultShardings.size(); ++i)
-          vars_[s.names[i]] = f.resultShardings[i];
-        break;
-      }
-      case HostStmt::Assign: {
-        const ir::Function& f = thunk(s.value, false);
-        if (!f.resultShardings.empty()) vars_[s.names[0]] = f.resultShardings[0];
-        break;
-      }
-      case HostStmt::For:
-        thunk(s.lo, true);
-        thunk(s.hi, true);
-        vars_[s.names[0]] = std::nullopt;
-        block(s.body);
-        break;
-      case HostStmt::If:
-        thunk(s.cond, true);
-        block(s.body);
-        block(s.elseBody);
-        break;
-      case HostStmt::Print:
-        for (const auto& a : s.printArgs)
-          if (a.value) thunk(*a.value, true);
-        break;
-      case HostStmt::Save: thunk(s.value, true); break;
-      case HostStmt::Eval: thunk(s.value, false); break;
-      case HostStmt::SaveCheckpoint: break;
-    }
   }
 };
 
 MemoryEstimate estimate(SpmdProgram& spmd, const frontend::CheckedProgram& prog, const backend::JitOptions& jit) {
   MemoryEstimate est;
   MemoryWalker w(spmd, jit, est);
-  w.block(prog.host.body);
+  w.walk(prog.host.body);
   w.finish();
   return est;
 }

@@ -1,0 +1,123 @@
+#include "runtime/HostWalk.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "passes/Pipeline.h"
+
+namespace gsl::runtime {
+
+using ir::Sharding;
+
+// ------------------------------------------------------------------ PerRankPrograms
+
+namespace {
+
+auto fields(const Sharding& s) { return std::tie(s.mesh, s.dims, s.partial); }
+
+bool lessSharding(const std::optional<Sharding>& a, const std::optional<Sharding>& b) {
+  if (!a || !b) return !a && b;
+  return fields(*a) < fields(*b);
+}
+
+}  // namespace
+
+bool PerRankPrograms::Key::operator<(const Key& o) const {
+  if (std::tie(fn, names, gather) != std::tie(o.fn, o.names, o.gather))
+    return std::tie(fn, names, gather) < std::tie(o.fn, o.names, o.gather);
+  return std::lexicographical_compare(in.begin(), in.end(), o.in.begin(), o.in.end(), lessSharding);
+}
+
+const ir::Function& PerRankPrograms::perRank(const frontend::Thunk& th,
+                                             const std::vector<std::optional<Sharding>>& in, bool gather) {
+  Key key{th.fn->name, {}, gather, in};
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return *it->second;
+  auto f = th.fn->clone();
+  // Inputs lie as given; extra arguments (training states) as the
+  // expansion declared them; whole where nothing says otherwise.
+  for (size_t i = 0; i < f->args.size(); ++i) {
+    if (i < in.size()) f->args[i]->sharding = in[i];
+    if (!f->args[i]->sharding) f->args[i]->sharding = Sharding::replicated("", f->args[i]->type.rank());
+  }
+  // A training step's new params and states must come back lying as they
+  // are stored (their declared sharding, else whole).
+  if (f->train && f->train->kind == ir::TrainRequest::Minimize)
+    for (size_t k = 1; k < f->results.size(); ++k)
+      if (!f->resultShardings[k]) f->resultShardings[k] = Sharding::replicated("", f->results[k]->type.rank());
+  auto local = passes::buildPerRankProgram(mod_, *f, gather);
+  return *(cache_[std::move(key)] = std::move(local));
+}
+
+const ir::Function& PerRankPrograms::gatherProgram(const std::vector<std::string>& names,
+                                                   const std::vector<ir::TensorType>& types,
+                                                   const std::vector<std::optional<Sharding>>& shardings) {
+  Key key{"", names, true, shardings};
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return *it->second;
+  ir::Function g;
+  g.name = "checkpoint";
+  for (size_t i = 0; i < types.size(); ++i) {
+    ir::Value* a = g.addArg(types[i]);
+    a->sharding = shardings[i] ? shardings[i] : Sharding::replicated("", types[i].rank());
+    g.results.push_back(a);
+  }
+  auto local = passes::buildPerRankProgram(mod_, g, true);
+  return *(cache_[std::move(key)] = std::move(local));
+}
+
+// ------------------------------------------------------------------ ShardingWalk
+
+const std::map<std::string, WalkedValue>& ShardingWalk::walk(const std::vector<HostStmt>& body) {
+  block(body);
+  return scopes_.front();
+}
+
+WalkedValue ShardingWalk::leaf(const HostLeaf& l) {
+  switch (l.kind) {
+    case HostLeaf::Batch: eval(*l.sub, true); break;  // the step number, whole
+    case HostLeaf::Minimize: {
+      const Thunk& st = *l.sub;
+      std::vector<WalkedValue> in = inputs(st);
+      const ir::Function& f = programs_.perRank(st, shardingsOf(in), false);
+      visit(st, f, true);
+      return {l.type, f.resultShardings[0], nullptr, 0, {}};
+    }
+    default: break;
+  }
+  return {l.type, leafSharding(l), nullptr, 0, {}};
+}
+
+std::vector<WalkedValue> ShardingWalk::call(const Thunk& th, const std::vector<WalkedValue>& in, bool gather) {
+  std::vector<std::optional<Sharding>> shardings = shardingsOf(in);
+  const ir::Function& f = programs_.perRank(th, shardings, gather);
+  visit(th, f, false);
+  std::vector<WalkedValue> out;
+  for (size_t i = 0; i < f.resultShardings.size() && i < th.fn->results.size(); ++i)
+    out.push_back({th.fn->results[i]->type, f.resultShardings[i], &th, (int)i, shardings});
+  return out;
+}
+
+void ShardingWalk::forLoop(const HostStmt& s) {
+  eval(s.lo, true);
+  eval(s.hi, true);
+  scopes_.back()[s.names[0]] = {ir::TensorType{ir::DType::I32, {}}, std::nullopt, nullptr, 0, {}};
+  block(s.body);
+}
+
+void ShardingWalk::ifElse(const HostStmt& s) {
+  eval(s.cond, true);
+  block(s.body);
+  block(s.elseBody);
+}
+
+void ShardingWalk::print(const HostStmt& s) {
+  for (const auto& a : s.printArgs)
+    if (a.value) eval(*a.value, true);
+}
+
+void ShardingWalk::save(const HostStmt& s) { eval(s.value, true); }
+
+}  // namespace gsl::runtime
