@@ -21,6 +21,9 @@ namespace gsl::frontend {
 struct Options {
   int64_t np = 1;                          // -np: the predefined const NP
   std::map<std::string, int64_t> defines;  // -D NAME=VALUE const overrides
+  // A define naming no const is left out instead of being an error (the
+  // REPL: its consts get declared as the session grows).
+  bool definesMayNameNoConst = false;
   std::vector<std::string> importPath;     // searched after the importing file's folder
   // At most this many IR ops in all (calls are inlined): a larger program is
   // a user error, not minutes of compiling and gigabytes of memory (the

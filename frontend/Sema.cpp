@@ -141,7 +141,7 @@ void Sema::checkDefines() {
       continue;
     }
     auto it = globals_.find(k);
-    if (it == globals_.end() || it->second.kind != ast::DeclKind::Const)
+    if ((it == globals_.end() || it->second.kind != ast::DeclKind::Const) && !opts_.definesMayNameNoConst)
       err({}, "-D " + k + "=" + std::to_string(v) + ": the program declares no const '" + k + "'");
   }
 }

@@ -99,9 +99,18 @@ std::string meshText(const ir::Mesh& m) {
   return s + "]";
 }
 
+namespace {
+bool whole(const std::optional<Sharding>& s) { return !s || s->mesh.empty() || s->isReplicated(); }
+}  // namespace
+
 std::string shardingText(const std::optional<Sharding>& s) {
-  if (!s || s->mesh.empty() || s->isReplicated()) return "replicated";
+  if (whole(s)) return "replicated";
   return s->str();
+}
+
+bool sameLayout(const std::optional<Sharding>& a, const std::optional<Sharding>& b) {
+  if (whole(a) || whole(b)) return whole(a) && whole(b);
+  return *a == *b;
 }
 
 std::string valueName(const ValueContext& c, const Value& v) {
@@ -232,10 +241,7 @@ std::string showBlocks(const std::string& title, const ir::TensorType& t, const 
   os << "  (" << devices << (devices == 1 ? " device" : " devices") << ")\n";
 
   // Blocks per dim and each device's block coordinates.
-  std::vector<int64_t> nb(rank, 1);
-  if (mesh)
-    for (int d = 0; d < rank && d < (int)s->dims.size(); ++d)
-      for (const auto& a : s->dims[d]) nb[d] *= mesh->axisSize(a);
+  std::vector<int64_t> nb = mesh ? ir::blocksPerDim(m, t, s) : std::vector<int64_t>(rank, 1);
   std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> holders;
   for (int64_t r = 0; r < devices; ++r) {
     std::vector<int64_t> idx(rank, 0);

@@ -44,6 +44,9 @@ std::string meshText(const ir::Mesh& m);
 
 // `s` or "replicated".
 std::string shardingText(const std::optional<ir::Sharding>& s);
+// Whether values lying as `a` and `b` have the same blocks (every
+// replicated form is the same).
+bool sameLayout(const std::optional<ir::Sharding>& a, const std::optional<ir::Sharding>& b);
 
 // A box grid of the tensor's blocks on the devices (first two dims), each
 // box naming the devices that hold that block (copies listed together) and

@@ -210,26 +210,14 @@ std::unique_ptr<Build> Session::compile(const Assembled& a) const {
   b->mainDisplay = file_.empty() ? "<repl>" : file_;
   // -D applies to consts as they get declared: a define naming no const
   // (yet) is left out rather than being an error.
-  std::map<std::string, int64_t> defs = defines_;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    b->sm = std::make_unique<SourceManager>();
-    b->diags = std::make_unique<Diagnostics>(*b->sm);
-    frontend::Options o;
-    o.np = np_;
-    o.importPath = frontend::defaultImportPath();
-    o.defines = defs;
-    b->prog = frontend::compileSource(b->mainDisplay, a.text, o, *b->sm, *b->diags);
-    if (b->prog) break;
-    bool retry = false;
-    for (const auto& d : b->diags->all()) {
-      size_t q = d.message.find("declares no const '");
-      if (d.loc.valid() || !startsWith(d.message, "-D ") || q == std::string::npos) continue;
-      size_t s = q + 19, e = d.message.find('\'', s);
-      defs.erase(d.message.substr(s, e - s));
-      retry = true;
-    }
-    if (!retry) break;
-  }
+  b->sm = std::make_unique<SourceManager>();
+  b->diags = std::make_unique<Diagnostics>(*b->sm);
+  frontend::Options o;
+  o.np = np_;
+  o.importPath = frontend::defaultImportPath();
+  o.defines = defines_;
+  o.definesMayNameNoConst = true;
+  b->prog = frontend::compileSource(b->mainDisplay, a.text, o, *b->sm, *b->diags);
   if (b->prog) passes::runGlobalPipeline(*b->prog->module);
   return b;
 }
@@ -435,44 +423,9 @@ std::string Session::typeLine(const ir::TensorType& t, const std::optional<Shard
 }
 
 std::map<std::string, HostVar> Session::simulateHost(const Build& b) const {
-  std::map<std::string, HostVar> vars;
-  const ir::Module& mod = *b.prog->module;
-  std::function<void(const std::vector<HostStmt>&)> walk = [&](const std::vector<HostStmt>& body) {
-    for (const auto& s : body) {
-      switch (s.kind) {
-        case HostStmt::Let:
-        case HostStmt::Assign: {
-          std::vector<std::optional<Sharding>> in;
-          for (const auto& l : s.value.leaves) {
-            if (l.kind == frontend::HostLeaf::Var) {
-              auto it = vars.find(l.name);
-              in.push_back(it == vars.end() ? std::nullopt : it->second.sharding);
-            } else {
-              in.push_back(l.kind == frontend::HostLeaf::Exists ? std::nullopt : l.sharding);
-            }
-          }
-          auto f = s.value.fn->clone();
-          for (size_t i = 0; i < in.size(); ++i)
-            f->args[i]->sharding = in[i] ? in[i] : Sharding::replicated("", f->args[i]->type.rank());
-          auto local = passes::buildPerRankProgram(mod, *f, false);
-          for (size_t i = 0; i < s.names.size(); ++i)
-            vars[s.names[i]] = {s.value.fn->results[i]->type, local->resultShardings[i], &s.value, (int)i, in};
-          break;
-        }
-        case HostStmt::For:
-          vars[s.names[0]] = {ir::TensorType{ir::DType::I32, {}}, std::nullopt, nullptr, 0, {}};
-          walk(s.body);
-          break;
-        case HostStmt::If:
-          walk(s.body);
-          walk(s.elseBody);
-          break;
-        default: break;
-      }
-    }
-  };
-  walk(b.prog->host.body);
-  return vars;
+  runtime::PerRankPrograms programs(*b.prog->module);
+  runtime::ShardingWalk walk(programs);
+  return walk.walk(b.prog->host.body);
 }
 
 // ------------------------------------------------------------------ commands
@@ -720,7 +673,7 @@ void Session::sharding(const std::string& name) {
       auto c = propagated(mod, *f);
       for (auto& op : c->ops)
         if (op->kind == ir::OpKind::Param && op->attrs.getString("name") == name && op->result->shardingVia &&
-            shardingText(op->result->sharding) != shardingText(p->sharding)) {
+            !sameLayout(op->result->sharding, p->sharding)) {
           ValueContext fc{*b, mod, fname};
           out_ << "  in fn " << fname << " it is used as:\n";
           std::istringstream lines(explainSharding(fc, *op->result, name));
@@ -806,16 +759,19 @@ void Session::spmd(const std::string& fn) {
   auto local = perRank(mod, *f);
   out_ << "# per-rank program of " << fn << " for np = " << mod.np << " (one program, run by every rank)\n";
   for (const auto& m : mod.meshes) out_ << "# " << m.str() << "\n";
-  std::istringstream lines(ir::printFunction(*local));
-  static const char* kinds[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute"};
+  // The collectives, from the ops; their lines of the printed program are
+  // marked by the values they define.
+  std::string text = ir::printFunction(*local);  // numbers the values
   std::map<std::string, int> count;
+  std::set<std::string> marked;
+  for (const auto& op : local->ops)
+    if (op->info().cls == ir::OpClass::Collective && op->kind != ir::OpKind::ShardSlice) {
+      ++count[op->info().mnemonic];
+      marked.insert("  %" + std::to_string(op->result->id) + " = ");
+    }
+  std::istringstream lines(text);
   for (std::string l; std::getline(lines, l);) {
-    bool coll = false;
-    for (const char* k : kinds)
-      if (l.find(std::string(" = ") + k + " ") != std::string::npos) {
-        coll = true;
-        ++count[k];
-      }
+    bool coll = marked.count(l.substr(0, l.find(" = ") == std::string::npos ? 0 : l.find(" = ") + 3)) > 0;
     if (color_) out_ << (coll ? paint(l, "1;33") : l) << "\n";
     else out_ << (coll ? ">> " : "   ") << l << "\n";
   }
