@@ -21,9 +21,10 @@
 // with the current declarations and -np; the price is time, which is small
 // at REPL sizes. Files a kept `save` writes are re-written on each run.
 //
-// Shardings of host variables are found as the runtime finds them: each
-// statement's tensor math (a thunk) is propagated and partitioned for the
-// shardings its inputs have, in statement order.
+// Shardings of host variables are found by the runtime's own walk of the
+// host script (runtime/HostWalk.h): each statement's tensor math (a thunk)
+// is propagated and partitioned for the shardings its inputs have, in
+// statement order.
 #pragma once
 #include <cstdint>
 #include <map>

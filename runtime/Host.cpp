@@ -9,7 +9,6 @@
 #include <iostream>
 #include <map>
 #include <mutex>
-#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -231,7 +230,7 @@ class RankRunner : public HostWalker<HostValue> {
         }
         if (t.type() != l.type)
           fail(l.loc, l.name + ": the file holds " + t.type().str() + " but load declares " + l.type.str());
-        return {localBlock(prog_.module(), t, l.sharding, rank_), l.sharding};
+        return {localBlock(prog_.module(), t, leafSharding(l), rank_), leafSharding(l)};
       }
       case HostLeaf::StartStep: return {Tensor::scalarI32((int32_t)startStep_), std::nullopt};
       case HostLeaf::Batch: return {batch(l), std::nullopt};

@@ -164,6 +164,25 @@ TEST_CASE("repl: completion of commands, builtins and session names") {
   CHECK(c == std::vector<std::string>{":sharding", ":show", ":spmd"});
 }
 
+TEST_CASE("repl: -D applies to a const once it is declared, and names no const before") {
+  std::ostringstream out;
+  gsl::repl::Session s(out, false, 4, {{"K", 5}, {"UNUSED", 1}});
+  s.handle("print(NP)");  // K and UNUSED name no const yet: no error
+  s.handle("const K = 2");
+  s.handle("print(K * 10)");
+  CHECK(out.str() == "4\n50\n");
+}
+
+TEST_CASE("repl: :spmd marks and counts the collectives of the per-rank program") {
+  std::string out = session(":spmd mlp\n", mlpPath());
+  // mlp: x @ w1 is local, h @ w2 leaves a partial sum over `model`.
+  CHECK(has(out, ">>   %"));
+  CHECK(has(out, " = all_reduce "));
+  size_t marked = count(out, ">>   %"), reduces = count(out, " = all_reduce ");
+  CHECK(marked == reduces);
+  CHECK(has(out, "# collectives: " + std::to_string(reduces) + " all_reduce\n"));
+}
+
 TEST_CASE("repl: lexical helpers") {
   using namespace gsl::repl;
   CHECK(openBrackets("fn f(x: f32[4]) -> f32[4] {") == 1);
