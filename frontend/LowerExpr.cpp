@@ -432,14 +432,11 @@ EV Sema::lowerBuiltin(Ctx& c, const ast::Expr& e, const OpInfo& op) {
     unify(c, operands[1], operands[2], operandLocs[1], operandLocs[2], ab);
     vals = {materialize(c, operands[0], DType::Bool, operandLocs[0]), ab[0], ab[1]};
   } else {
-    // A literal operand takes its natural dtype (int -> i32, float -> f32),
-    // except for ops defined on f32 only, where it is f32 (exp(1) works).
-    static const std::set<OpKind> floatOnly = {
-        OpKind::Exp, OpKind::Log, OpKind::Sqrt, OpKind::Rsqrt, OpKind::Tanh, OpKind::Gelu,
-        OpKind::Sigmoid, OpKind::MatMul, OpKind::Einsum, OpKind::Mean, OpKind::Softmax,
-        OpKind::LogSoftmax, OpKind::LayerNorm};
+    // A literal operand takes the dtype the op table's `literal` column
+    // says: its natural one (int -> i32, float -> f32), or f32 for ops
+    // defined on f32 only (exp(1) works).
     for (size_t i = 0; i < operands.size(); ++i) {
-      DType dt = floatOnly.count(op.kind) ? DType::F32 : defaultDType(operands[i]);
+      DType dt = op.literal == LiteralDType::F32 ? DType::F32 : defaultDType(operands[i]);
       vals.push_back(materialize(c, operands[i], dt, operandLocs[i]));
     }
   }

@@ -5,6 +5,8 @@
 #include <set>
 
 #include "ir/GradRules.h"
+#include "ir/PartitionRules.h"
+#include "ir/ShardRules.h"
 #include "support/Diagnostics.h"
 
 namespace gsl::ir {
@@ -509,76 +511,86 @@ static std::string rulePermute(const std::vector<TensorType>& in, AttrMap& at, T
   return "";
 }
 
+// ---------------------------------------------------------------- byte volumes
+
+uint64_t volumeAllGather(uint64_t n, uint64_t inputBytes) { return inputBytes * (n - 1); }
+uint64_t volumeAllReduce(uint64_t n, uint64_t inputBytes) { return 2 * (n - 1) * inputBytes / n; }
+uint64_t volumeAllBlocksButOne(uint64_t n, uint64_t inputBytes) { return (n - 1) * inputBytes / n; }
+uint64_t volumeWhole(uint64_t, uint64_t inputBytes) { return inputBytes; }
+
 // ---------------------------------------------------------------- the table
 
 using K = OpKind;
 using C = OpClass;
 using A = ArgKind;
+using L = LiteralDType;
 
 static std::vector<OpInfo> makeTable() {
   const ArgSpec X{"x", A::Tensor};
   const ArgSpec MESH{"mesh", A::String}, AXES{"axes", A::Ints}, N{"n", A::Int};
   std::vector<OpInfo> t = {
       // kind, mnemonic, builtin, class, surface args, type rule, gradient rule
-      // (nullptr: not differentiable; param is handled by the autodiff pass)
-      {K::Param, "param", nullptr, C::Source, {}, nullptr, nullptr},
-      {K::Constant, "constant", nullptr, C::Source, {}, nullptr, nullptr},
-      {K::Copy, "copy", nullptr, C::Unary, {X}, ruleSame, gradCopy},
-      {K::Neg, "neg", nullptr, C::Unary, {X}, ruleNumericUnary, gradNeg},
-      {K::Exp, "exp", "exp", C::Unary, {X}, rule_exp, gradExp},
-      {K::Log, "log", "log", C::Unary, {X}, rule_log, gradLog},
-      {K::Sqrt, "sqrt", "sqrt", C::Unary, {X}, rule_sqrt, gradSqrt},
-      {K::Rsqrt, "rsqrt", "rsqrt", C::Unary, {X}, rule_rsqrt, gradRsqrt},
-      {K::Tanh, "tanh", "tanh", C::Unary, {X}, rule_tanh, gradTanh},
-      {K::Relu, "relu", "relu", C::Unary, {X}, ruleNumericUnary, gradRelu},
-      {K::Gelu, "gelu", "gelu", C::Unary, {X}, rule_gelu, gradGelu},
-      {K::Sigmoid, "sigmoid", "sigmoid", C::Unary, {X}, rule_sigmoid, gradSigmoid},
-      {K::Abs, "abs", "abs", C::Unary, {X}, ruleNumericUnary, gradAbs},
-      {K::Not, "not", nullptr, C::Unary, {X}, ruleNot, nullptr},
-      {K::Cast, "cast", "cast", C::Unary, {X, {"dtype", A::DTypeArg}}, ruleCast, gradCast},
-      {K::Add, "add", nullptr, C::Binary, {}, ruleArith, gradAdd},
-      {K::Sub, "sub", nullptr, C::Binary, {}, ruleArith, gradSub},
-      {K::Mul, "mul", nullptr, C::Binary, {}, ruleArith, gradMul},
-      {K::Div, "div", nullptr, C::Binary, {}, ruleDiv, gradDiv},
-      {K::Pow, "pow", nullptr, C::Binary, {}, ruleArith, gradPow},
-      {K::Mod, "mod", nullptr, C::Binary, {}, ruleArith, nullptr},
-      {K::Maximum, "maximum", "maximum", C::Binary, {{"a", A::Tensor}, {"b", A::Tensor}}, ruleArith, gradMaximum},
-      {K::Minimum, "minimum", "minimum", C::Binary, {{"a", A::Tensor}, {"b", A::Tensor}}, ruleArith, gradMinimum},
-      {K::Eq, "eq", nullptr, C::Binary, {}, ruleCompare, nullptr},
-      {K::Ne, "ne", nullptr, C::Binary, {}, ruleCompare, nullptr},
-      {K::Lt, "lt", nullptr, C::Binary, {}, ruleCompare, nullptr},
-      {K::Le, "le", nullptr, C::Binary, {}, ruleCompare, nullptr},
-      {K::Gt, "gt", nullptr, C::Binary, {}, ruleCompare, nullptr},
-      {K::Ge, "ge", nullptr, C::Binary, {}, ruleCompare, nullptr},
-      {K::And, "and", nullptr, C::Binary, {}, ruleLogic, nullptr},
-      {K::Or, "or", nullptr, C::Binary, {}, ruleLogic, nullptr},
-      {K::Where, "where", "where", C::Ternary, {{"cond", A::Tensor}, {"a", A::Tensor}, {"b", A::Tensor}}, ruleWhere, gradWhere},
-      {K::MatMul, "matmul", "matmul", C::Contraction, {{"a", A::Tensor}, {"b", A::Tensor}}, ruleMatMul, gradMatMul},
-      {K::Einsum, "einsum", "einsum", C::Contraction, {{"spec", A::String}, {"operands", A::Variadic}}, ruleEinsum, gradEinsum},
-      {K::Sum, "sum", "sum", C::Reduction, {X, {"axis", A::Ints, std::nullopt, true}, {"keepdims", A::Bool, false}}, ruleReduce, gradSum},
-      {K::Mean, "mean", "mean", C::Reduction, {X, {"axis", A::Ints, std::nullopt, true}, {"keepdims", A::Bool, false}}, ruleMean, gradMean},
-      {K::Max, "max", "max", C::Reduction, {X, {"axis", A::Ints, std::nullopt, true}, {"keepdims", A::Bool, false}}, ruleReduce, gradMaxMin},
-      {K::Min, "min", "min", C::Reduction, {X, {"axis", A::Ints, std::nullopt, true}, {"keepdims", A::Bool, false}}, ruleReduce, gradMaxMin},
-      {K::ArgMax, "argmax", "argmax", C::Reduction, {X, {"axis", A::Int, int64_t(-1)}}, ruleArgMax, nullptr},
-      {K::Softmax, "softmax", "softmax", C::Normalization, {X, {"axis", A::Int, int64_t(-1)}}, ruleSoftmax, gradSoftmax},
-      {K::LogSoftmax, "log_softmax", "log_softmax", C::Normalization, {X, {"axis", A::Int, int64_t(-1)}}, ruleSoftmax, gradLogSoftmax},
-      {K::LayerNorm, "layer_norm", "layer_norm", C::Normalization, {X, {"axis", A::Ints, std::vector<int64_t>{-1}}, {"eps", A::Float, 1e-5}}, ruleLayerNorm, gradLayerNorm},
-      {K::CumSum, "cumsum", "cumsum", C::Normalization, {X, {"axis", A::Int}, {"exclusive", A::Bool, false}}, ruleCumSum, gradCumSum},
-      {K::Reshape, "reshape", "reshape", C::DataMovement, {X, {"shape", A::Ints}}, ruleReshape, gradReshape},
-      {K::Transpose, "transpose", "transpose", C::DataMovement, {X, {"perm", A::Ints, std::nullopt, true}}, ruleTranspose, gradTranspose},
-      {K::Concat, "concat", "concat", C::DataMovement, {{"xs", A::Tensors}, {"axis", A::Int, int64_t(0)}}, ruleConcat, gradConcat},
-      {K::Slice, "slice", "slice", C::DataMovement, {X, {"axis", A::Int}, {"start", A::Int}, {"end", A::Int}}, ruleSlice, gradSlice},
-      {K::Broadcast, "broadcast", "broadcast", C::DataMovement, {X, {"shape", A::Ints}}, ruleBroadcast, gradBroadcast},
-      {K::OneHot, "one_hot", "one_hot", C::DataMovement, {{"i", A::Tensor}, {"n", A::Int}}, ruleOneHot, nullptr},
-      {K::Take, "take", "take", C::DataMovement, {{"table", A::Tensor}, {"idx", A::Tensor}}, ruleTake, gradTake},
-      {K::RandomUniform, "random_uniform", "random_uniform", C::Source, {{"shape", A::Ints}, {"seed", A::Tensor}}, ruleRandom, nullptr},
+      // (nullptr: not differentiable; param is handled by the autodiff pass),
+      // sharding rule, partition rule, then where they differ from the
+      // defaults: literal dtype (Natural), byte volume (none), traits (none)
+      {K::Param, "param", nullptr, C::Source, {}, nullptr, nullptr, shardSource, partitionParam},
+      {K::Constant, "constant", nullptr, C::Source, {}, nullptr, nullptr, shardSource, partitionConstant},
+      {K::Copy, "copy", nullptr, C::Unary, {X}, ruleSame, gradCopy, shardBroadcasting, partitionCopy},
+      {K::Neg, "neg", nullptr, C::Unary, {X}, ruleNumericUnary, gradNeg, shardBroadcasting, partitionLocal},
+      {K::Exp, "exp", "exp", C::Unary, {X}, rule_exp, gradExp, shardBroadcasting, partitionLocal, L::F32},
+      {K::Log, "log", "log", C::Unary, {X}, rule_log, gradLog, shardBroadcasting, partitionLocal, L::F32},
+      {K::Sqrt, "sqrt", "sqrt", C::Unary, {X}, rule_sqrt, gradSqrt, shardBroadcasting, partitionLocal, L::F32},
+      {K::Rsqrt, "rsqrt", "rsqrt", C::Unary, {X}, rule_rsqrt, gradRsqrt, shardBroadcasting, partitionLocal, L::F32},
+      {K::Tanh, "tanh", "tanh", C::Unary, {X}, rule_tanh, gradTanh, shardBroadcasting, partitionLocal, L::F32},
+      {K::Relu, "relu", "relu", C::Unary, {X}, ruleNumericUnary, gradRelu, shardBroadcasting, partitionLocal},
+      {K::Gelu, "gelu", "gelu", C::Unary, {X}, rule_gelu, gradGelu, shardBroadcasting, partitionLocal, L::F32},
+      {K::Sigmoid, "sigmoid", "sigmoid", C::Unary, {X}, rule_sigmoid, gradSigmoid, shardBroadcasting, partitionLocal, L::F32},
+      {K::Abs, "abs", "abs", C::Unary, {X}, ruleNumericUnary, gradAbs, shardBroadcasting, partitionLocal},
+      {K::Not, "not", nullptr, C::Unary, {X}, ruleNot, nullptr, shardBroadcasting, partitionLocal, L::Natural, nullptr, NotDifferentiable},
+      {K::Cast, "cast", "cast", C::Unary, {X, {"dtype", A::DTypeArg}}, ruleCast, gradCast, shardBroadcasting, partitionLocal},
+      {K::Add, "add", nullptr, C::Binary, {}, ruleArith, gradAdd, shardBroadcasting, partitionLocal},
+      {K::Sub, "sub", nullptr, C::Binary, {}, ruleArith, gradSub, shardBroadcasting, partitionLocal},
+      {K::Mul, "mul", nullptr, C::Binary, {}, ruleArith, gradMul, shardBroadcasting, partitionLocal},
+      {K::Div, "div", nullptr, C::Binary, {}, ruleDiv, gradDiv, shardBroadcasting, partitionLocal},
+      {K::Pow, "pow", nullptr, C::Binary, {}, ruleArith, gradPow, shardBroadcasting, partitionLocal},
+      {K::Mod, "mod", nullptr, C::Binary, {}, ruleArith, nullptr, shardBroadcasting, partitionLocal, L::Natural, nullptr, NotDifferentiable},
+      {K::Maximum, "maximum", "maximum", C::Binary, {{"a", A::Tensor}, {"b", A::Tensor}}, ruleArith, gradMaximum, shardBroadcasting, partitionLocal},
+      {K::Minimum, "minimum", "minimum", C::Binary, {{"a", A::Tensor}, {"b", A::Tensor}}, ruleArith, gradMinimum, shardBroadcasting, partitionLocal},
+      {K::Eq, "eq", nullptr, C::Binary, {}, ruleCompare, nullptr, shardBroadcasting, partitionLocal, L::Natural, nullptr, NotDifferentiable},
+      {K::Ne, "ne", nullptr, C::Binary, {}, ruleCompare, nullptr, shardBroadcasting, partitionLocal, L::Natural, nullptr, NotDifferentiable},
+      {K::Lt, "lt", nullptr, C::Binary, {}, ruleCompare, nullptr, shardBroadcasting, partitionLocal, L::Natural, nullptr, NotDifferentiable},
+      {K::Le, "le", nullptr, C::Binary, {}, ruleCompare, nullptr, shardBroadcasting, partitionLocal, L::Natural, nullptr, NotDifferentiable},
+      {K::Gt, "gt", nullptr, C::Binary, {}, ruleCompare, nullptr, shardBroadcasting, partitionLocal, L::Natural, nullptr, NotDifferentiable},
+      {K::Ge, "ge", nullptr, C::Binary, {}, ruleCompare, nullptr, shardBroadcasting, partitionLocal, L::Natural, nullptr, NotDifferentiable},
+      {K::And, "and", nullptr, C::Binary, {}, ruleLogic, nullptr, shardBroadcasting, partitionLocal, L::Natural, nullptr, NotDifferentiable},
+      {K::Or, "or", nullptr, C::Binary, {}, ruleLogic, nullptr, shardBroadcasting, partitionLocal, L::Natural, nullptr, NotDifferentiable},
+      {K::Where, "where", "where", C::Ternary, {{"cond", A::Tensor}, {"a", A::Tensor}, {"b", A::Tensor}}, ruleWhere, gradWhere, shardBroadcasting, partitionLocal},
+      {K::MatMul, "matmul", "matmul", C::Contraction, {{"a", A::Tensor}, {"b", A::Tensor}}, ruleMatMul, gradMatMul, shardMatMul, partitionLocal, L::F32},
+      {K::Einsum, "einsum", "einsum", C::Contraction, {{"spec", A::String}, {"operands", A::Variadic}}, ruleEinsum, gradEinsum, shardEinsum, partitionLocal, L::F32},
+      {K::Sum, "sum", "sum", C::Reduction, {X, {"axis", A::Ints, std::nullopt, true}, {"keepdims", A::Bool, false}}, ruleReduce, gradSum, shardPartialReduce, partitionLocal},
+      {K::Mean, "mean", "mean", C::Reduction, {X, {"axis", A::Ints, std::nullopt, true}, {"keepdims", A::Bool, false}}, ruleMean, gradMean, shardPartialReduce, partitionMean, L::F32},
+      {K::Max, "max", "max", C::Reduction, {X, {"axis", A::Ints, std::nullopt, true}, {"keepdims", A::Bool, false}}, ruleReduce, gradMaxMin, shardReduce, partitionLocal},
+      {K::Min, "min", "min", C::Reduction, {X, {"axis", A::Ints, std::nullopt, true}, {"keepdims", A::Bool, false}}, ruleReduce, gradMaxMin, shardReduce, partitionLocal},
+      {K::ArgMax, "argmax", "argmax", C::Reduction, {X, {"axis", A::Int, int64_t(-1)}}, ruleArgMax, nullptr, shardArgMax, partitionLocal, L::Natural, nullptr, NotDifferentiable},
+      {K::Softmax, "softmax", "softmax", C::Normalization, {X, {"axis", A::Int, int64_t(-1)}}, ruleSoftmax, gradSoftmax, shardAlongAxis, partitionLocal, L::F32},
+      {K::LogSoftmax, "log_softmax", "log_softmax", C::Normalization, {X, {"axis", A::Int, int64_t(-1)}}, ruleSoftmax, gradLogSoftmax, shardAlongAxis, partitionLocal, L::F32},
+      {K::LayerNorm, "layer_norm", "layer_norm", C::Normalization, {X, {"axis", A::Ints, std::vector<int64_t>{-1}}, {"eps", A::Float, 1e-5}}, ruleLayerNorm, gradLayerNorm, shardAlongAxes, partitionLocal, L::F32},
+      {K::CumSum, "cumsum", "cumsum", C::Normalization, {X, {"axis", A::Int}, {"exclusive", A::Bool, false}}, ruleCumSum, gradCumSum, shardAlongAxis, partitionLocal},
+      {K::Reshape, "reshape", "reshape", C::DataMovement, {X, {"shape", A::Ints}}, ruleReshape, gradReshape, shardReshape, partitionLocalShape},
+      {K::Transpose, "transpose", "transpose", C::DataMovement, {X, {"perm", A::Ints, std::nullopt, true}}, ruleTranspose, gradTranspose, shardTranspose, partitionLocal},
+      {K::Concat, "concat", "concat", C::DataMovement, {{"xs", A::Tensors}, {"axis", A::Int, int64_t(0)}}, ruleConcat, gradConcat, shardAlongAxis, partitionLocal},
+      {K::Slice, "slice", "slice", C::DataMovement, {X, {"axis", A::Int}, {"start", A::Int}, {"end", A::Int}}, ruleSlice, gradSlice, shardAlongAxis, partitionLocal},
+      {K::Broadcast, "broadcast", "broadcast", C::DataMovement, {X, {"shape", A::Ints}}, ruleBroadcast, gradBroadcast, shardBroadcasting, partitionLocalShape},
+      {K::OneHot, "one_hot", "one_hot", C::DataMovement, {{"i", A::Tensor}, {"n", A::Int}}, ruleOneHot, nullptr, shardOneHot, partitionLocal, L::Natural, nullptr, NotDifferentiable},
+      {K::Take, "take", "take", C::DataMovement, {{"table", A::Tensor}, {"idx", A::Tensor}}, ruleTake, gradTake, shardTake, partitionLocal},
+      {K::RandomUniform, "random_uniform", "random_uniform", C::Source, {{"shape", A::Ints}, {"seed", A::Tensor}}, ruleRandom, nullptr, shardRandom, partitionRandom},
       // Collectives: no surface builtin; the args list their IR attributes.
-      {K::AllReduce, "all_reduce", nullptr, C::Collective, {X, MESH, AXES, {"reduce", A::String, std::string("sum")}}, ruleAllReduce, nullptr},
-      {K::AllGather, "all_gather", nullptr, C::Collective, {X, MESH, AXES, N, {"dim", A::Int}}, ruleAllGather, nullptr},
-      {K::ReduceScatter, "reduce_scatter", nullptr, C::Collective, {X, MESH, AXES, N, {"dim", A::Int}}, ruleScatterLike, nullptr},
-      {K::AllToAll, "all_to_all", nullptr, C::Collective, {X, MESH, AXES, N, {"split_dim", A::Int}, {"concat_dim", A::Int}}, ruleAllToAll, nullptr},
-      {K::CollectivePermute, "collective_permute", nullptr, C::Collective, {X, MESH, AXES, N, {"perm", A::Ints}}, rulePermute, nullptr},
-      {K::ShardSlice, "shard_slice", nullptr, C::Collective, {X, MESH, AXES, N, {"dim", A::Int}}, ruleScatterLike, nullptr},
+      {K::AllReduce, "all_reduce", nullptr, C::Collective, {X, MESH, AXES, {"reduce", A::String, std::string("sum")}}, ruleAllReduce, nullptr, nullptr, nullptr, L::Natural, volumeAllReduce},
+      {K::AllGather, "all_gather", nullptr, C::Collective, {X, MESH, AXES, N, {"dim", A::Int}}, ruleAllGather, nullptr, nullptr, nullptr, L::Natural, volumeAllGather},
+      {K::ReduceScatter, "reduce_scatter", nullptr, C::Collective, {X, MESH, AXES, N, {"dim", A::Int}}, ruleScatterLike, nullptr, nullptr, nullptr, L::Natural, volumeAllBlocksButOne},
+      {K::AllToAll, "all_to_all", nullptr, C::Collective, {X, MESH, AXES, N, {"split_dim", A::Int}, {"concat_dim", A::Int}}, ruleAllToAll, nullptr, nullptr, nullptr, L::Natural, volumeAllBlocksButOne},
+      {K::CollectivePermute, "collective_permute", nullptr, C::Collective, {X, MESH, AXES, N, {"perm", A::Ints}}, rulePermute, nullptr, nullptr, nullptr, L::Natural, volumeWhole},
+      {K::ShardSlice, "shard_slice", nullptr, C::Collective, {X, MESH, AXES, N, {"dim", A::Int}}, ruleScatterLike, nullptr, nullptr, nullptr, L::Natural, nullptr, NoCommunication},
   };
   for (size_t i = 0; i < t.size(); ++i)
     GSL_ASSERT((size_t)t[i].kind == i, std::string("op table out of order at ") + t[i].mnemonic);

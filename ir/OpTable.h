@@ -1,17 +1,31 @@
-// The op table: every tensor op of GSL is defined once, here.
-//
-// Each row carries the op's IR mnemonic, its surface builtin name and
-// signature (how `sum(x, axis=[0], keepdims=true)` maps onto operands and
-// attributes), its class, and its type rule (result dtype and static shape
-// from the operand types and attributes, with attribute canonicalisation:
-// negative axes become positive, `-1` in reshape is resolved, defaults are
-// filled in). The front end type-checks builtin calls with these rules, the
-// IR parser and verifier re-check with them, and the interpreter dispatches
-// on OpKind. Sharding rules (issue 3) and gradient rules (issue 5) are added
-// as further columns of this same table: the gradient column `grad`
-// (ir/GradRules.h) gives each differentiable op its reverse-mode rule,
-// used by the autodiff pass (passes/Autodiff.h).
+// The op table: every tensor op of GSL is defined once, here, by one row
+// (OpInfo). The columns:
+//   mnemonic, builtin, args  the IR text name; the surface builtin name and
+//                            signature (how `sum(x, axis=[0], keepdims=true)`
+//                            maps onto operands and attributes)
+//   cls                      the op's class (OpClass below)
+//   infer                    type rule: result dtype and static shape from the
+//                            operand types and attributes, canonicalising the
+//                            attributes (negative axes made positive, `-1` in
+//                            reshape resolved, defaults filled in)
+//   grad                     gradient rule (ir/GradRules.h), used by autodiff
+//   shard                    sharding rule (ir/ShardRules.h): the op's dimension
+//                            labels, used by sharding propagation and the SPMD
+//                            partitioner
+//   partition                local-partitioning rule (ir/PartitionRules.h):
+//                            what the SPMD partitioner makes of the op on local
+//                            blocks
+//   literal                  the dtype a number literal operand takes (Sema)
+//   volume                   collectives: bytes one rank sends, used by the cost
+//                            model (passes/CostModel), both communicators
+//                            (runtime/ThreadComm.h's CommVolume) and the REPL
+//   traits                   declarations that a column is empty by design
+// The front end type-checks builtin calls with the type rules, the IR parser
+// and verifier re-check with them, and the engines dispatch on OpKind.
+// tests/unit/ir_optable_test.cpp fails, naming the op and the column, when a
+// row lacks a column its class needs.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,29 +36,23 @@
 
 namespace gsl::ir {
 
-// X-macro list of ops: (Kind, "mnemonic").
+// The op kinds, in table order (the enum the rows are indexed by).
 #define GSL_OPS(X)                                                          \
-  X(Param, "param") X(Constant, "constant") X(Copy, "copy")                 \
-  X(Neg, "neg") X(Exp, "exp") X(Log, "log") X(Sqrt, "sqrt")                 \
-  X(Rsqrt, "rsqrt") X(Tanh, "tanh") X(Relu, "relu") X(Gelu, "gelu")         \
-  X(Sigmoid, "sigmoid") X(Abs, "abs") X(Not, "not") X(Cast, "cast")         \
-  X(Add, "add") X(Sub, "sub") X(Mul, "mul") X(Div, "div") X(Pow, "pow")     \
-  X(Mod, "mod") X(Maximum, "maximum") X(Minimum, "minimum")                 \
-  X(Eq, "eq") X(Ne, "ne") X(Lt, "lt") X(Le, "le") X(Gt, "gt") X(Ge, "ge")   \
-  X(And, "and") X(Or, "or") X(Where, "where")                               \
-  X(MatMul, "matmul") X(Einsum, "einsum")                                   \
-  X(Sum, "sum") X(Mean, "mean") X(Max, "max") X(Min, "min")                 \
-  X(ArgMax, "argmax") X(Softmax, "softmax") X(LogSoftmax, "log_softmax")    \
-  X(LayerNorm, "layer_norm") X(CumSum, "cumsum")                            \
-  X(Reshape, "reshape") X(Transpose, "transpose") X(Concat, "concat")       \
-  X(Slice, "slice") X(Broadcast, "broadcast") X(OneHot, "one_hot")          \
-  X(Take, "take") X(RandomUniform, "random_uniform")                        \
-  X(AllReduce, "all_reduce") X(AllGather, "all_gather")                     \
-  X(ReduceScatter, "reduce_scatter") X(AllToAll, "all_to_all")              \
-  X(CollectivePermute, "collective_permute") X(ShardSlice, "shard_slice")
+  X(Param) X(Constant) X(Copy)                                              \
+  X(Neg) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Tanh) X(Relu) X(Gelu)             \
+  X(Sigmoid) X(Abs) X(Not) X(Cast)                                          \
+  X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Mod) X(Maximum) X(Minimum)           \
+  X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge) X(And) X(Or) X(Where)                 \
+  X(MatMul) X(Einsum)                                                       \
+  X(Sum) X(Mean) X(Max) X(Min) X(ArgMax) X(Softmax) X(LogSoftmax)          \
+  X(LayerNorm) X(CumSum)                                                    \
+  X(Reshape) X(Transpose) X(Concat) X(Slice) X(Broadcast) X(OneHot)         \
+  X(Take) X(RandomUniform)                                                  \
+  X(AllReduce) X(AllGather) X(ReduceScatter) X(AllToAll)                    \
+  X(CollectivePermute) X(ShardSlice)
 
 enum class OpKind {
-#define GSL_OP_ENUM(k, m) k,
+#define GSL_OP_ENUM(k) k,
   GSL_OPS(GSL_OP_ENUM)
 #undef GSL_OP_ENUM
 };
@@ -100,6 +108,9 @@ struct Op;
 struct Value;
 class GradBuilder;
 
+struct DimLabels;
+class LocalBuilder;
+
 // Gradient rule (reverse mode; ir/GradRules.h): given the adjoint `g` of
 // `op`'s result (same type as the result), appends ops computing the
 // adjoint of each operand through `b` and stores them in `operandGrads`
@@ -112,15 +123,52 @@ using GradRule = void (*)(GradBuilder& b, const Op& op, Value* g, std::vector<Va
 using TypeRule = std::string (*)(const std::vector<TensorType>& in, AttrMap& attrs,
                                  TensorType& out);
 
+// Sharding rule (ir/ShardRules.h): the dimension labels of `op`.
+using ShardRule = DimLabels (*)(const Op& op);
+
+// Local-partitioning rule (ir/PartitionRules.h): appends, through the
+// partitioner's builder, what `op` becomes on local blocks.
+using PartitionRule = void (*)(LocalBuilder& b, const Op& op);
+
+// Byte-volume rule of a collective: the bytes one member of a group of `n`
+// sends, from the bytes of its local input, by the ring algorithm's
+// volumes (independent of how a communicator really moves the data).
+using VolumeRule = uint64_t (*)(uint64_t n, uint64_t inputBytes);
+uint64_t volumeAllGather(uint64_t n, uint64_t inputBytes);      // (n-1) B: own block to each peer
+uint64_t volumeAllReduce(uint64_t n, uint64_t inputBytes);      // 2 (n-1)/n B: reduce-scatter + all-gather
+uint64_t volumeAllBlocksButOne(uint64_t n, uint64_t inputBytes);  // (n-1)/n B: reduce_scatter, all_to_all
+uint64_t volumeWhole(uint64_t n, uint64_t inputBytes);          // B: collective_permute
+
+// The dtype a number literal operand of a builtin takes.
+enum class LiteralDType {
+  Natural,  // its own: an integer literal is i32, a float literal f32
+  F32,      // f32 (ops defined on f32 only: `exp(1)` works)
+};
+
+// Declarations that a row leaves a column empty by design (bit set).
+enum OpTrait : unsigned {
+  NoTraits = 0,
+  NotDifferentiable = 1u << 0,  // no gradient rule although its class has them
+                                // (comparisons, logic, mod, argmax, one_hot)
+  NoCommunication = 1u << 1,    // a collective that moves no data (shard_slice)
+};
+
 struct OpInfo {
   OpKind kind;
   const char* mnemonic;          // IR text name
   const char* builtin;           // surface name (nullptr: operators only)
   OpClass cls;
   std::vector<ArgSpec> args;     // surface signature of the builtin, in order
-  TypeRule infer;                // nullptr: result type is given (param)
+  TypeRule infer;                // nullptr: result type is given (param, constant)
   GradRule grad;                 // nullptr: not differentiable (a constant to autodiff;
                                  // param ops are handled by the pass itself)
+  ShardRule shard;               // nullptr: collectives (per-rank programs only)
+  PartitionRule partition;       // nullptr: collectives (per-rank programs only)
+  LiteralDType literal = LiteralDType::Natural;
+  VolumeRule volume = nullptr;   // collectives that communicate
+  unsigned traits = NoTraits;    // OpTrait bits
+
+  bool has(OpTrait t) const { return (traits & t) != 0; }
 };
 
 const OpInfo& opInfo(OpKind k);

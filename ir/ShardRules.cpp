@@ -152,81 +152,122 @@ void reshapeLabels(Builder& b, const Op& op) {
 
 }  // namespace
 
-DimLabels dimLabels(const Op& op) {
+// ---------------------------------------------------------------- the rules
+
+DimLabels shardSource(const Op& op) {
   Builder b;
+  for (int d = 0; d < op.result->type.rank(); ++d) b.L.result.push_back(b.fresh());
+  return b.L;
+}
+
+DimLabels shardBroadcasting(const Op& op) {
+  Builder b;
+  broadcastLabels(b, op);
+  return b.L;
+}
+
+DimLabels shardMatMul(const Op& op) {
+  Builder b;
+  matmulLabels(b, op);
+  return b.L;
+}
+
+DimLabels shardEinsum(const Op& op) {
+  Builder b;
+  einsumLabels(b, op);
+  return b.L;
+}
+
+DimLabels shardPartialReduce(const Op& op) {
+  Builder b;
+  reduceLabels(b, op, true);
+  return b.L;
+}
+
+DimLabels shardReduce(const Op& op) {
+  Builder b;
+  reduceLabels(b, op, false);
+  return b.L;
+}
+
+DimLabels shardArgMax(const Op& op) {
+  Builder b;
+  int64_t ax = op.attrs.getInt("axis");
+  std::vector<int> in;
+  for (int d = 0; d < op.operands[0]->type.rank(); ++d) {
+    int l = d == ax ? b.freshUnsplittable() : b.fresh();
+    in.push_back(l);
+    if (d != ax) b.L.result.push_back(l);
+  }
+  b.L.operands.push_back(in);
+  return b.L;
+}
+
+DimLabels shardAlongAxis(const Op& op) {
+  Builder b;
+  sameLabels(b, op, {op.attrs.getInt("axis")});
+  return b.L;
+}
+
+DimLabels shardAlongAxes(const Op& op) {
+  Builder b;
+  sameLabels(b, op, op.attrs.getInts("axis"));
+  return b.L;
+}
+
+DimLabels shardReshape(const Op& op) {
+  Builder b;
+  reshapeLabels(b, op);
+  return b.L;
+}
+
+DimLabels shardTranspose(const Op& op) {
+  Builder b;
+  const auto& perm = op.attrs.getInts("perm");
+  std::vector<int> in;
+  for (int d = 0; d < op.operands[0]->type.rank(); ++d) in.push_back(b.fresh());
+  for (auto p : perm) b.L.result.push_back(in[p]);
+  b.L.operands.push_back(in);
+  return b.L;
+}
+
+DimLabels shardOneHot(const Op& op) {
+  Builder b;
+  std::vector<int> in;
+  for (int d = 0; d < op.operands[0]->type.rank(); ++d) in.push_back(b.fresh());
+  b.L.operands.push_back(in);
+  b.L.result = in;
+  b.L.result.push_back(b.freshUnsplittable());
+  return b.L;
+}
+
+DimLabels shardTake(const Op& op) {
+  Builder b;
+  std::vector<int> table{b.freshUnsplittable()}, idx;
+  for (int d = 0; d < op.operands[1]->type.rank(); ++d) idx.push_back(b.fresh());
+  b.L.result = idx;
+  for (int d = 1; d < op.operands[0]->type.rank(); ++d) {
+    table.push_back(b.fresh());
+    b.L.result.push_back(table.back());
+  }
+  b.L.operands = {table, idx};
+  return b.L;
+}
+
+DimLabels shardRandom(const Op& op) {
+  // The seed is a replicated scalar; the result may be split (each rank
+  // keeps its block of the global stream).
+  Builder b;
+  for (int d = 0; d < op.result->type.rank(); ++d) b.L.result.push_back(b.fresh());
+  b.L.operands.push_back({});
+  return b.L;
+}
+
+DimLabels dimLabels(const Op& op) {
   const OpInfo& info = op.info();
-  switch (op.kind) {
-    case OpKind::MatMul: matmulLabels(b, op); return b.L;
-    case OpKind::Einsum: einsumLabels(b, op); return b.L;
-    case OpKind::Sum:
-    case OpKind::Mean: reduceLabels(b, op, true); return b.L;
-    case OpKind::Max:
-    case OpKind::Min: reduceLabels(b, op, false); return b.L;
-    case OpKind::ArgMax: {
-      int64_t ax = op.attrs.getInt("axis");
-      std::vector<int> in;
-      for (int d = 0; d < op.operands[0]->type.rank(); ++d) {
-        int l = d == ax ? b.freshUnsplittable() : b.fresh();
-        in.push_back(l);
-        if (d != ax) b.L.result.push_back(l);
-      }
-      b.L.operands.push_back(in);
-      return b.L;
-    }
-    case OpKind::Softmax:
-    case OpKind::LogSoftmax:
-    case OpKind::CumSum: sameLabels(b, op, {op.attrs.getInt("axis")}); return b.L;
-    case OpKind::LayerNorm: sameLabels(b, op, op.attrs.getInts("axis")); return b.L;
-    case OpKind::Slice: sameLabels(b, op, {op.attrs.getInt("axis")}); return b.L;
-    case OpKind::Concat: sameLabels(b, op, {op.attrs.getInt("axis")}); return b.L;
-    case OpKind::Reshape: reshapeLabels(b, op); return b.L;
-    case OpKind::Transpose: {
-      const auto& perm = op.attrs.getInts("perm");
-      std::vector<int> in;
-      for (int d = 0; d < op.operands[0]->type.rank(); ++d) in.push_back(b.fresh());
-      for (auto p : perm) b.L.result.push_back(in[p]);
-      b.L.operands.push_back(in);
-      return b.L;
-    }
-    case OpKind::Broadcast: broadcastLabels(b, op); return b.L;
-    case OpKind::OneHot: {
-      std::vector<int> in;
-      for (int d = 0; d < op.operands[0]->type.rank(); ++d) in.push_back(b.fresh());
-      b.L.operands.push_back(in);
-      b.L.result = in;
-      b.L.result.push_back(b.freshUnsplittable());
-      return b.L;
-    }
-    case OpKind::Take: {
-      std::vector<int> table{b.freshUnsplittable()}, idx;
-      for (int d = 0; d < op.operands[1]->type.rank(); ++d) idx.push_back(b.fresh());
-      b.L.result = idx;
-      for (int d = 1; d < op.operands[0]->type.rank(); ++d) {
-        table.push_back(b.fresh());
-        b.L.result.push_back(table.back());
-      }
-      b.L.operands = {table, idx};
-      return b.L;
-    }
-    case OpKind::RandomUniform: {
-      // The seed is a replicated scalar; the result may be split (each rank
-      // keeps its block of the global stream).
-      for (int d = 0; d < op.result->type.rank(); ++d) b.L.result.push_back(b.fresh());
-      b.L.operands.push_back({});
-      return b.L;
-    }
-    default: break;
-  }
-  switch (info.cls) {
-    case OpClass::Source:
-      for (int d = 0; d < op.result->type.rank(); ++d) b.L.result.push_back(b.fresh());
-      return b.L;
-    case OpClass::Unary:
-    case OpClass::Binary:
-    case OpClass::Ternary: broadcastLabels(b, op); return b.L;
-    default: break;
-  }
-  GSL_ASSERT(false, std::string("no sharding rule for op '") + info.mnemonic + "'");
+  GSL_ASSERT(info.shard, std::string("op '") + info.mnemonic +
+                             "' has no sharding rule (it only exists in per-rank programs)");
+  return info.shard(op);
 }
 
 }  // namespace gsl::ir

@@ -6,9 +6,12 @@
 // softmax or cumsum, a broadcast size-1 dim, a slice's axis): the
 // partitioner gathers them first.
 //
-// This is the sharding column of the op table (ir/OpTable.h): propagation
-// (passes/ShardingPropagation) and the SPMD partitioner (passes/SpmdPartitioner)
-// both read it, so an op's sharding behaviour is defined once, here.
+// Each function below is a sharding rule, the `shard` column of the op
+// table (ir/OpTable.h): a row names the rule that labels its op. Sharding
+// propagation (passes/ShardingPropagation) and the SPMD partitioner
+// (passes/SpmdPartitioner) reach the rules only through dimLabels(), which
+// reads the table. Collectives have no rule: they exist only in per-rank
+// programs, after partitioning.
 #pragma once
 #include <set>
 #include <vector>
@@ -26,7 +29,35 @@ struct DimLabels {
   bool partialSum = false;
 };
 
-// Labels of `op` given its operands' and result's (global or local) types.
+// Labels of `op` given its operands' and result's (global or local) types:
+// the op's row's sharding rule (an internal error for an op without one).
 DimLabels dimLabels(const Op& op);
+
+// The rules (the table's `shard` column), each of signature ir::ShardRule:
+//   shardSource         param, constant: result dims free
+//   shardBroadcasting   elementwise ops and broadcast: NumPy broadcasting
+//                       (a size-1 dim broadcast to a larger one is unsplittable)
+//   shardMatMul         batch dims, m, n; k contracted (partial sums)
+//   shardEinsum         one label per letter; contracted letters give partial
+//                       sums, a letter repeated in one operand is unsplittable
+//   shardPartialReduce  sum, mean: reduced dims may be split (partial sums)
+//   shardReduce         max, min: reduced dims unsplittable
+//   shardArgMax         the `axis` unsplittable and dropped from the result
+//   shardAlongAxis      softmax, log_softmax, cumsum, slice, concat: same
+//                       labels in and out, the `axis` unsplittable
+//   shardAlongAxes      layer_norm: same, for the int-list `axis`
+//   shardReshape        groups of equal element count share their major dim
+//   shardTranspose      labels follow `perm`
+//   shardOneHot         the new class dim unsplittable
+//   shardTake           the table's row dim unsplittable
+//   shardRandom         result dims free, the seed scalar
+#define GSL_SHARD_RULES(X)                                                          \
+  X(shardSource) X(shardBroadcasting) X(shardMatMul) X(shardEinsum)                \
+  X(shardPartialReduce) X(shardReduce) X(shardArgMax) X(shardAlongAxis)            \
+  X(shardAlongAxes) X(shardReshape) X(shardTranspose) X(shardOneHot) X(shardTake) \
+  X(shardRandom)
+#define GSL_DECLARE_SHARD_RULE(name) DimLabels name(const Op& op);
+GSL_SHARD_RULES(GSL_DECLARE_SHARD_RULE)
+#undef GSL_DECLARE_SHARD_RULE
 
 }  // namespace gsl::ir

@@ -53,26 +53,17 @@ Cost estimateCost(const Module& m, const Function& f) {
     } else {
       live += bytesOf(op.result->type);
     }
-    if (op.info().cls == OpClass::Collective && op.kind != OpKind::ShardSlice) {
-      uint64_t b = bytesOf(op.operands[0]->type);
+    if (VolumeRule volume = op.info().volume) {
+      // The group size: all_reduce keeps no `n` attr, its mesh axes give it.
       uint64_t n = op.attrs.has("n") ? (uint64_t)op.attrs.getInt("n") : 1;
-      if (op.kind == OpKind::AllReduce) {
+      if (!op.attrs.has("n")) {
         const Mesh* mesh = m.findMesh(op.attrs.getString("mesh"));
-        n = 1;
         if (mesh)
           for (auto a : op.attrs.getInts("axes")) n *= (uint64_t)mesh->axes[a].size;
       }
-      uint64_t sent = 0;
-      switch (op.kind) {
-        case OpKind::AllGather: sent = b * (n - 1); break;
-        case OpKind::AllReduce: sent = 2 * (n - 1) * b / n; break;
-        case OpKind::ReduceScatter:
-        case OpKind::AllToAll: sent = (n - 1) * b / n; break;
-        default: sent = b; break;
-      }
       auto& cc = c.collectives[op.info().mnemonic];
       cc.calls += 1;
-      cc.bytes += sent;
+      cc.bytes += volume(n, bytesOf(op.operands[0]->type));
     }
     c.peakActivationBytes = std::max(c.peakActivationBytes, live);
     // Free operands (and the result, if unused) after their last use.

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "ir/PartitionRules.h"
 #include "ir/ShardRules.h"
 #include "passes/CostModel.h"
 #include "support/Diagnostics.h"
@@ -25,12 +26,9 @@ std::optional<Sharding> denormalize(const Sharding& s) {
   return s;
 }
 
-struct Local {
-  Value* v = nullptr;
-  Sharding s;  // how v's global value lies (with partial axes)
-};
+using Local = LocalValue;  // v, and how its global value lies (with partial axes)
 
-class Partitioner {
+class Partitioner : public LocalBuilder {
  public:
   Partitioner(const Module& m, const Function& g) : mod_(m), g_(g) {}
 
@@ -102,7 +100,7 @@ class Partitioner {
     return at;
   }
 
-  Local tag(Local l) {
+  Local tagged(Local l) {
     l.v->sharding = denormalize(l.s);
     if (l.v->sharding && l.v->sharding->isReplicated() && l.s.partial.empty()) l.v->sharding = std::nullopt;
     return l;
@@ -132,7 +130,7 @@ class Partitioner {
     at.set("perm", perm);
     x.v = emit(OpKind::CollectivePermute, {x.v}, at, loc);
     x.s.dims[d] = order;
-    return tag(x);
+    return tagged(x);
   }
 
   // Moves `x` to sharding `t` (t has no partial axes), picking the cheapest
@@ -173,7 +171,7 @@ class Partitioner {
         x.v = emit(OpKind::AllReduce, {x.v}, at, loc);
       }
       x.s.partial.clear();
-      tag(x);
+      tagged(x);
     }
     // 2. Dims whose current split is not a prefix of the target: move the
     //    minor axis to the dim that wants it (all_to_all) or gather it.
@@ -216,7 +214,7 @@ class Partitioner {
         x.v = emit(OpKind::AllGather, {x.v}, at, loc);
       }
       x.s.dims[d].pop_back();
-      tag(x);
+      tagged(x);
     }
     // 3. Split further where the target wants more axes: a local slice.
     for (int d = 0; d < rank; ++d) {
@@ -226,7 +224,7 @@ class Partitioner {
       at.set("dim", (int64_t)d);
       x.v = emit(OpKind::ShardSlice, {x.v}, at, loc);
       x.s.dims[d] = t.dims[d];
-      tag(x);
+      tagged(x);
     }
     GSL_ASSERT(x.s == t, "reshard did not reach its target: " + x.s.str() + " vs " + t.str());
     return x;
@@ -317,37 +315,29 @@ class Partitioner {
     return total + reshardCost(lt, rs, want);
   }
 
-  void partitionOp(const Op& op) {
-    const Value* res = op.result;
-    Sharding decided = normalize(res->sharding, res->type.rank());
-    decided.partial.clear();
-    switch (op.kind) {
-      case OpKind::Param: {
-        const Param* p = mod_.findParam(op.attrs.getString("name"));
-        GSL_ASSERT(p, "param op names an unknown param");
-        Sharding storage = normalize(p->sharding, p->type.rank());
-        Value* v = out_->append(OpKind::Param, {}, op.attrs, {res->type.dtype, shapeOf(res->type, storage)}, op.loc)->result;
-        map_[res] = tag({v, storage});
-        return;
-      }
-      case OpKind::Constant: {
-        Value* v = out_->append(OpKind::Constant, {}, op.attrs, {res->type.dtype, shapeOf(res->type, decided)}, op.loc)->result;
-        map_[res] = tag({v, decided});
-        return;
-      }
-      case OpKind::Copy: {
-        map_[res] = reshard(map_.at(op.operands[0]), decided, op.loc);
-        return;
-      }
-      case OpKind::RandomUniform: {
-        // Every rank draws the global stream and keeps its block (no traffic).
-        Local seed = reshard(map_.at(op.operands[0]), Sharding::replicated("", 0), op.loc);
-        Value* v = emit(OpKind::RandomUniform, {seed.v}, op.attrs, op.loc);
-        map_[res] = reshard(tag({v, Sharding::replicated("", res->type.rank())}), decided, op.loc);
-        return;
-      }
-      default: break;
-    }
+  // ---- the LocalBuilder the op table's partition rules work through
+  const Op* cur_ = nullptr;  // the op being partitioned
+  Sharding decided_;         // its result's decided sharding
+
+  const Sharding& decided() const override { return decided_; }
+  LocalValue local(const Value* global) override { return map_.at(global); }
+  LocalValue reshard(LocalValue x, const Sharding& t) override { return reshard(x, t, cur_->loc); }
+  LocalValue tag(LocalValue x) override { return tagged(x); }
+  Value* emit(OpKind k, std::vector<Value*> operands, AttrMap attrs) override {
+    return emit(k, std::move(operands), std::move(attrs), cur_->loc);
+  }
+  Value* emitSource(OpKind k, AttrMap attrs, TensorType t) override {
+    return out_->append(k, {}, std::move(attrs), std::move(t), cur_->loc)->result;
+  }
+  Shape localShape(const TensorType& t, const Sharding& s) override { return shapeOf(t, s); }
+  Sharding paramStorage(const std::string& name) override {
+    const Param* p = mod_.findParam(name);
+    GSL_ASSERT(p, "param op names an unknown param");
+    return normalize(p->sharding, p->type.rank());
+  }
+  void setResult(LocalValue l) override { map_[cur_->result] = l; }
+
+  LocalPlan plan(const Op& op) override {
     DimLabels L = dimLabels(op);
     std::set<int> resultLabels(L.result.begin(), L.result.end());
     // Two plans for the label splits: the result's decided sharding first
@@ -355,45 +345,47 @@ class Partitioner {
     // operands first (keeping a contraction local and reducing its partial
     // sum after, e.g. by reduce_scatter). Contractions take the plan that
     // communicates fewer bytes; other ops the first.
-    Plan plan = makePlan(op, L, decided, resultLabels, false);
+    Plan plan = makePlan(op, L, decided_, resultLabels, false);
     if (L.partialSum) {
-      Plan alt = makePlan(op, L, decided, resultLabels, true);
-      if (alt.T != plan.T && planCost(op, L, alt, decided) < planCost(op, L, plan, decided)) plan = alt;
+      Plan alt = makePlan(op, L, decided_, resultLabels, true);
+      if (alt.T != plan.T && planCost(op, L, alt, decided_) < planCost(op, L, plan, decided_)) plan = alt;
     }
-    std::string mn = plan.mesh;
-    std::map<int, std::vector<std::string>>& T = plan.T;
-    auto shardingFor = [&](const std::vector<int>& labels) { return plan.shardingFor(labels); };
-    std::vector<Value*> operands;
+    LocalPlan p;
     for (size_t i = 0; i < op.operands.size(); ++i)
-      operands.push_back(reshard(map_.at(op.operands[i]), shardingFor(L.operands[i]), op.loc).v);
-    Sharding rs = shardingFor(L.result);
+      p.operands.push_back(reshard(map_.at(op.operands[i]), plan.shardingFor(L.operands[i]), op.loc).v);
+    p.result = plan.shardingFor(L.result);
     std::vector<std::string> partialAxes;
-    for (auto& [label, axes] : T)
+    for (auto& [label, axes] : plan.T)
       if (!resultLabels.count(label)) partialAxes.insert(partialAxes.end(), axes.begin(), axes.end());
-    if (!mn.empty()) {
-      const Mesh& m = mesh(mn);
+    if (!plan.mesh.empty()) {
+      const Mesh& m = mesh(plan.mesh);
       std::sort(partialAxes.begin(), partialAxes.end(),
                 [&](auto& a, auto& b) { return m.axisIndex(a) < m.axisIndex(b); });
     }
-    rs.partial = partialAxes;
-    Shape localRes = shapeOf(res->type, rs);
-    AttrMap at = op.attrs;
-    if (op.kind == OpKind::Reshape || op.kind == OpKind::Broadcast) at.set("shape", localRes);
-    Value* v = emit(op.kind, operands, at, op.loc);
-    if (op.kind == OpKind::Mean && !partialAxes.empty()) {
-      // mean over a split dim: each rank's local mean, weighted by its share
-      // of the elements, sums to the global mean.
-      double share = 1.0 / (double)product(mn, partialAxes);
-      AttrMap c;
-      c.set("value", share);
-      Value* k = out_->append(OpKind::Constant, {}, c, {DType::F32, {}}, op.loc)->result;
-      v = emit(OpKind::Mul, {v, k}, {}, op.loc);
-    }
-    GSL_ASSERT(v->type.shape == localRes,
+    p.result.partial = partialAxes;
+    p.localShape = shapeOf(op.result->type, p.result);
+    if (!partialAxes.empty()) p.partialGroup = product(plan.mesh, partialAxes);
+    return p;
+  }
+
+  void finish(const Op& op, const LocalPlan& p, Value* v) override {
+    GSL_ASSERT(v->type.shape == p.localShape,
                std::string("partitioner: local ") + opName(op.kind) + " has shape " + shapeStr(v->type.shape) +
-                   ", expected " + shapeStr(localRes));
-    if (mn.empty()) rs = Sharding::replicated("", res->type.rank());
-    map_[res] = tag({v, rs});
+                   ", expected " + shapeStr(p.localShape));
+    Sharding rs = p.result;
+    if (rs.mesh.empty()) rs = Sharding::replicated("", op.result->type.rank());
+    map_[op.result] = tagged({v, rs});
+  }
+
+  // Partitions one op by its row's partition rule.
+  void partitionOp(const Op& op) {
+    const OpInfo& info = op.info();
+    GSL_ASSERT(info.partition, std::string("op '") + info.mnemonic + "' has no partition rule");
+    cur_ = &op;
+    decided_ = normalize(op.result->sharding, op.result->type.rank());
+    decided_.partial.clear();
+    info.partition(*this, op);
+    GSL_ASSERT(map_.count(op.result), std::string("the partition rule of '") + info.mnemonic + "' set no result");
   }
 };
 

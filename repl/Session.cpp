@@ -765,7 +765,7 @@ void Session::spmd(const std::string& fn) {
   std::map<std::string, int> count;
   std::set<std::string> marked;
   for (const auto& op : local->ops)
-    if (op->info().cls == ir::OpClass::Collective && op->kind != ir::OpKind::ShardSlice) {
+    if (op->info().volume) {  // the collectives that communicate (op table)
       ++count[op->info().mnemonic];
       marked.insert("  %" + std::to_string(op->result->id) + " = ");
     }

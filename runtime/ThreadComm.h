@@ -31,23 +31,31 @@
 #include <vector>
 
 #include "backend/Communicator.h"
+#include "ir/OpTable.h"
 
 namespace gsl::runtime {
 
 // Bytes one rank sends in a collective of a group of n members, as counted
-// into Communicator::stats by every communicator (ring-algorithm volumes,
-// independent of how an implementation really moves the data).
+// into Communicator::stats by every communicator: the op table's byte-volume
+// column (ir/OpTable.h), the same formula the cost model uses, from the
+// bytes of the local input (independent of how an implementation really
+// moves the data).
 struct CommVolume {
-  // Own `bytes` to each of the n-1 peers.
-  static uint64_t allGather(size_t n, uint64_t bytes) { return bytes * (n - 1); }
-  // Ring all-reduce: reduce-scatter plus all-gather, 2 (n-1)/n of the buffer.
-  static uint64_t allReduce(size_t n, uint64_t bytes) { return 2 * (n - 1) * bytes / n; }
-  // (n-1)/n of the full input (`blockBytes` is one of its n blocks).
-  static uint64_t reduceScatter(size_t n, uint64_t blockBytes) { return (n - 1) * blockBytes; }
-  // Every block except the one kept.
-  static uint64_t allToAll(size_t n, uint64_t blockBytes) { return (n - 1) * blockBytes; }
-  // The buffer, unless this member keeps its own.
-  static uint64_t permute(bool toSelf, uint64_t bytes) { return toSelf ? 0 : bytes; }
+  static uint64_t of(ir::OpKind k, size_t n, uint64_t inputBytes) {
+    return ir::opInfo(k).volume(n, inputBytes);
+  }
+  static uint64_t allGather(size_t n, uint64_t bytes) { return of(ir::OpKind::AllGather, n, bytes); }
+  static uint64_t allReduce(size_t n, uint64_t bytes) { return of(ir::OpKind::AllReduce, n, bytes); }
+  // `blockBytes` is one of the input's n blocks.
+  static uint64_t reduceScatter(size_t n, uint64_t blockBytes) {
+    return of(ir::OpKind::ReduceScatter, n, blockBytes * n);
+  }
+  static uint64_t allToAll(size_t n, uint64_t blockBytes) { return of(ir::OpKind::AllToAll, n, blockBytes * n); }
+  // Nothing when this member receives its own block (a static count cannot
+  // know which member that is, so the cost model counts the buffer).
+  static uint64_t permute(bool toSelf, uint64_t bytes) {
+    return toSelf ? 0 : of(ir::OpKind::CollectivePermute, /*n (the rule ignores it)=*/1, bytes);
+  }
 };
 
 class ThreadWorld {

@@ -1,0 +1,89 @@
+// Local-partitioning rules: what the SPMD partitioner (passes/SpmdPartitioner)
+// does to each op on the local blocks of its operands, the `partition`
+// column of the op table (ir/OpTable.h).
+//
+// The partitioner owns the generic machinery and offers it to the rules
+// through a LocalBuilder: the plan (which dimension labels of the op's
+// sharding rule, ir/ShardRules.h, are split over which mesh axes, chosen
+// from the result's decided sharding and, for contractions, by the bytes
+// the operands' reshards would send), resharding with collectives, and
+// appending typed ops to the per-rank function. A rule decides what the op
+// becomes locally: most ops are the same op on their local blocks
+// (partitionLocal); a few need more (a local `shape` attribute, a rescaled
+// mean, a param read at its storage sharding). The partitioner itself holds
+// no per-op code. Collectives have no rule: they are made by partitioning.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ir/Op.h"
+#include "ir/Sharding.h"
+
+namespace gsl::ir {
+
+// A value of the per-rank function and how the global value lies across
+// the ranks (mesh "" = replicated everywhere; `partial` = unreduced sums).
+struct LocalValue {
+  Value* v = nullptr;
+  Sharding s;
+};
+
+// The generic plan of one op, its operands already resharded to it.
+struct LocalPlan {
+  std::vector<Value*> operands;  // local operands, in the op's order
+  Sharding result;               // how the local result lies, with partial axes
+                                 // (mesh "": the op runs replicated)
+  Shape localShape;              // the result's local shape under `result`
+  int64_t partialGroup = 1;      // ranks whose partial results sum to the whole
+};
+
+// The partitioner, as the rules see it. Ops are appended at the location of
+// the op being partitioned.
+class LocalBuilder {
+ public:
+  virtual ~LocalBuilder() = default;
+  // The sharding decided for the op's result (no partial axes).
+  virtual const Sharding& decided() const = 0;
+  // The local counterpart of an already partitioned global value.
+  virtual LocalValue local(const Value* global) = 0;
+  // `x` moved to sharding `t` (no partial axes) by collectives.
+  virtual LocalValue reshard(LocalValue x, const Sharding& t) = 0;
+  // `x` with its value's sharding annotation set from x.s.
+  virtual LocalValue tag(LocalValue x) = 0;
+  // Plans `op`'s label splits and reshards its operands to the plan.
+  virtual LocalPlan plan(const Op& op) = 0;
+  // Appends an op typed by the op table's type rule.
+  virtual Value* emit(OpKind k, std::vector<Value*> operands, AttrMap attrs) = 0;
+  // Appends an operand-free op of a given type (param, constant).
+  virtual Value* emitSource(OpKind k, AttrMap attrs, TensorType t) = 0;
+  // The shape one rank holds of type `t` laid out as `s`.
+  virtual Shape localShape(const TensorType& t, const Sharding& s) = 0;
+  // How param `name` is stored across the ranks (its declared sharding).
+  virtual Sharding paramStorage(const std::string& name) = 0;
+  // Records the local result of the op being partitioned.
+  virtual void setResult(LocalValue l) = 0;
+  // Records `v` (the local op made from `p`) as the result, laid out as
+  // p.result (checks its shape against p.localShape).
+  virtual void finish(const Op& op, const LocalPlan& p, Value* v) = 0;
+};
+
+// The rules (the table's `partition` column), each of signature
+// ir::PartitionRule:
+//   partitionLocal       the same op, same attributes, on the planned blocks
+//   partitionLocalShape  reshape, broadcast: the same, with the `shape`
+//                        attribute set to the local result shape
+//   partitionMean        mean: the local mean, times each rank's share of the
+//                        elements when reduced dims are split (partial sums)
+//   partitionParam       param: read at its storage sharding
+//   partitionConstant    constant: the local block of the decided sharding
+//   partitionCopy        copy (@shard on an expression): a reshard only
+//   partitionRandom      random_uniform: every rank draws the global stream
+//                        from the replicated seed and keeps its block
+#define GSL_PARTITION_RULES(X)                                                \
+  X(partitionLocal) X(partitionLocalShape) X(partitionMean) X(partitionParam) \
+  X(partitionConstant) X(partitionCopy) X(partitionRandom)
+#define GSL_DECLARE_PARTITION_RULE(name) void name(LocalBuilder& b, const Op& op);
+GSL_PARTITION_RULES(GSL_DECLARE_PARTITION_RULE)
+#undef GSL_DECLARE_PARTITION_RULE
+
+}  // namespace gsl::ir
