@@ -279,6 +279,9 @@ Build nary(OpKind k, AttrMap at = {}) {
 // ================================================================ the table
 
 TEST_CASE("every differentiable op has a gradient rule; the others none") {
+  // The rows declare which ops have none (ir/OpTable.h: sources, collectives,
+  // and the NotDifferentiable trait); tests/unit/ir_optable_test.cpp checks
+  // the declarations. Here: the declared set is the one autodiff expects.
   std::vector<OpKind> none = {OpKind::Param, OpKind::Constant, OpKind::Not, OpKind::Mod,
                               OpKind::Eq, OpKind::Ne, OpKind::Lt, OpKind::Le, OpKind::Gt, OpKind::Ge,
                               OpKind::And, OpKind::Or, OpKind::ArgMax, OpKind::OneHot,
@@ -288,6 +291,9 @@ TEST_CASE("every differentiable op has a gradient rule; the others none") {
     bool expectNone = info.cls == ir::OpClass::Collective ||
                       std::find(none.begin(), none.end(), info.kind) != none.end();
     CHECK((info.grad == nullptr) == expectNone);
+    bool declaredNone = info.cls == ir::OpClass::Collective || info.cls == ir::OpClass::Source ||
+                        info.has(ir::NotDifferentiable);
+    CHECK(declaredNone == expectNone);
   }
 }
 
