@@ -4,10 +4,13 @@
 // and shard_slice find the rank's group and block when they run). So the
 // program, and the time to build it, do not depend on the number of ranks.
 //
-// Each op is partitioned by its dimension labelling (ir/ShardRules.h): the
-// split of every label is taken from the op's result sharding (and, for
-// contracted labels, from the operands), operands are resharded to match,
-// and the op runs on local blocks. Contracting a split label leaves a
+// Each op is partitioned by its op-table row's partition rule
+// (ir/PartitionRules.h), which this pass runs through a LocalBuilder; the
+// pass itself holds no per-op code. The generic plan reads the op's
+// dimension labelling (its sharding rule, ir/ShardRules.h): the split of
+// every label is taken from the op's result sharding (and, for contracted
+// labels, from the operands), operands are resharded to match, and the op
+// runs on local blocks. Contracting a split label leaves a
 // partial sum, resolved where a consumer needs the value: by reduce_scatter
 // when the consumer wants it split along that axis, else by all_reduce.
 //
