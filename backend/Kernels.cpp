@@ -236,6 +236,7 @@ Tensor unary(OpKind k, const Tensor& x, const TensorType& rt) {
     case OpKind::Rsqrt: return unaryF32(x, rt, [](float v) { return 1.0f / std::sqrt(v); });
     case OpKind::Tanh: return unaryF32(x, rt, [](float v) { return std::tanh(v); });
     case OpKind::Gelu: return unaryF32(x, rt, gelu);
+    case OpKind::Erf: return unaryF32(x, rt, [](float v) { return std::erf(v); });
     case OpKind::Sigmoid: return unaryF32(x, rt, sigmoid);
     case OpKind::Not: return unaryI32(x, rt, [](int32_t v) { return v ? 0 : 1; });
     case OpKind::Cast: return cast(x, rt);
@@ -766,7 +767,7 @@ Tensor evalOp(const ir::Op& op, const std::vector<Tensor>& in, const KernelConte
 
     case OpKind::Copy: case OpKind::Neg: case OpKind::Exp: case OpKind::Log:
     case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Tanh: case OpKind::Relu:
-    case OpKind::Gelu: case OpKind::Sigmoid: case OpKind::Abs: case OpKind::Not:
+    case OpKind::Gelu: case OpKind::Erf: case OpKind::Sigmoid: case OpKind::Abs: case OpKind::Not:
     case OpKind::Cast:
       need(1);
       return unary(op.kind, in[0], rt);

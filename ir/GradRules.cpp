@@ -200,6 +200,14 @@ void gradGelu(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og) {
   });
 }
 
+// erf'(x) = 2 / sqrt(pi) exp(-x^2).
+void gradErf(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og) {
+  unaryRule(b, op, g, og, [&](Value* x, Value*) {
+    Value* e = b.op(OpKind::Exp, {b.neg(b.mul(x, x))});
+    return b.mul(g, b.mul(b.scalar(2.0 / std::sqrt(M_PI)), e));
+  });
+}
+
 // sigmoid' = y (1 - y)
 void gradSigmoid(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og) {
   unaryRule(b, op, g, og, [&](Value*, Value* y) { return b.mul(g, b.mul(y, b.sub(b.scalar(1), y))); });

@@ -39,7 +39,7 @@ namespace gsl::ir {
 // The op kinds, in table order (the enum the rows are indexed by).
 #define GSL_OPS(X)                                                          \
   X(Param) X(Constant) X(Copy)                                              \
-  X(Neg) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Tanh) X(Relu) X(Gelu)             \
+  X(Neg) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Tanh) X(Relu) X(Gelu) X(Erf)      \
   X(Sigmoid) X(Abs) X(Not) X(Cast)                                          \
   X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Mod) X(Maximum) X(Minimum)           \
   X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge) X(And) X(Or) X(Where)                 \

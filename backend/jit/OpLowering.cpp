@@ -24,7 +24,8 @@
 // double, max/min propagate NaN, casts saturate, i32 arithmetic wraps, and
 // the same formulas for gelu and sigmoid. Transcendentals are LLVM
 // intrinsics (llvm.log/sqrt/pow.f32); exp is a polynomial in straight-line
-// arithmetic and tanh is built from it.
+// arithmetic and tanh is built from it; erf calls the C library's erff,
+// as the reference kernel.
 #include "backend/jit/OpLowering.h"
 
 #include <llvm/IR/BasicBlock.h>
@@ -210,6 +211,14 @@ class OpLowering : public GemmEmitter {
         llvm::Value* cube = b_.CreateFMul(b_.CreateFMul(b_.CreateFMul(f32c(0.044715f), x), x), x);
         llvm::Value* t = tanh(b_.CreateFMul(f32c(c), b_.CreateFAdd(x, cube)));
         return b_.CreateFMul(b_.CreateFMul(f32c(0.5f), x), b_.CreateFAdd(f32c(1.0f), t));
+      }
+      case OpKind::Erf: {  // the C library's erff, as the reference kernel (std::erf)
+        llvm::FunctionCallee erff = helper("erff", f32_, {f32_});
+        if (auto* fn = llvm::dyn_cast<llvm::Function>(erff.getCallee())) {
+          fn->setDoesNotAccessMemory();
+          fn->setWillReturn();
+        }
+        return b_.CreateCall(erff, {x});
       }
       case OpKind::Sigmoid: {  // x >= 0 ? 1 / (1 + e^-x) : e^x / (1 + e^x), one exp(-|x|)
         llvm::Value* e = exp(b_.CreateFNeg(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x)));

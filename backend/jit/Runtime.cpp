@@ -78,6 +78,7 @@ std::vector<std::pair<std::string, void*>> runtimeSymbols() {
       {"fmodf", (void*)static_cast<float (*)(float, float)>(&::fmodf)},
       {"exp2f", (void*)static_cast<float (*)(float)>(&::exp2f)},
       {"log2f", (void*)static_cast<float (*)(float)>(&::log2f)},
+      {"erff", (void*)static_cast<float (*)(float)>(&::erff)},  // erf (no LLVM intrinsic)
       {"exp", (void*)static_cast<double (*)(double)>(&::exp)},
       {"log", (void*)static_cast<double (*)(double)>(&::log)},
       {"exp2", (void*)static_cast<double (*)(double)>(&::exp2)},

@@ -187,6 +187,9 @@ TEST_CASE("unary f32 ops match <cmath>") {
   checkF(run1(OpKind::Gelu, {x}), {2, 2}, expect([](double v) {
            return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
          }));
+  // erf: values from Python's math.erf.
+  checkF(run1(OpKind::Erf, {f32({4}, {-1.5f, -0.25f, 0.5f, 3.0f})}), {4},
+         {-0.9661051464753108, -0.2763263901682369, 0.5204998778130465, 0.9999779095030014});
   Tensor pos = f32({3}, {0.25f, 1.0f, 9.0f});
   checkF(run1(OpKind::Log, {pos}), {3}, {std::log(0.25), 0.0, std::log(9.0)});
   checkF(run1(OpKind::Sqrt, {pos}), {3}, {0.5, 1.0, 3.0});
