@@ -81,7 +81,7 @@ class Partitioner : public LocalBuilder {
     for (const auto& a : axes) r.push_back(m.axisIndex(a));
     return r;
   }
-  Shape shapeOf(const TensorType& t, const Sharding& s) { return localShape(mod_, t, s); }
+  Shape shapeOf(const TensorType& t, const Sharding& s) { return ir::localShape(mod_, t, s); }
 
   Value* emit(OpKind k, std::vector<Value*> operands, AttrMap at, SourceLoc loc) {
     std::vector<TensorType> in;
