@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "frontend/Frontend.h"
+#include "passes/Pipeline.h"
 #include "runtime/Host.h"
 
 namespace fs = std::filesystem;
@@ -174,6 +175,9 @@ void runProgram(const fs::path& path, gsl::runtime::Engine engine) {
     FAIL("compiling " << path.filename().string() << " failed:\n" << d.str());
   }
   REQUIRE_MESSAGE(prog->host.hasMain, path.filename().string() << " has no fn main");
+  // The global passes, as `gsl run` runs them (grad and minimize thunks get
+  // their reverse sweep here).
+  gsl::passes::runGlobalPipeline(*prog->module);
 
   std::ostringstream out;
   bool ok;
