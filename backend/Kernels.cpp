@@ -34,6 +34,7 @@
 #include <stdexcept>
 
 #include "backend/Engine.h"
+#include "backend/LoopKernels.h"
 #include "backend/Random.h"
 #include "support/Diagnostics.h"
 
@@ -802,6 +803,9 @@ Tensor evalOp(const ir::Op& op, const std::vector<Tensor>& in, const KernelConte
     case OpKind::Broadcast: need(1); return broadcastTo(in[0], rt);
     case OpKind::OneHot: need(1); return oneHot(in[0], at.getInt("n"), rt);
     case OpKind::Take: need(2); return take(in[0], in[1], rt, op.loc);
+    case OpKind::DynamicIndex: need(2); return dynamicIndex(in[0], in[1], rt);
+    case OpKind::DynamicUpdate: need(3); return dynamicUpdate(in[0], in[1], in[2]);
+    case OpKind::Loop: break;  // several results: run by interpret() (backend/Interpreter.h)
   }
   GSL_ASSERT(false, std::string("evalOp: unsupported op ") + op.info().mnemonic);
   return {};

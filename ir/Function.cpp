@@ -2,41 +2,79 @@
 
 #include <map>
 
+#include "support/Diagnostics.h"
+
 namespace gsl::ir {
 
-Value* Function::addArg(const TensorType& t) {
+Op::Op() = default;
+Op::~Op() = default;
+
+Value* Function::newValue(Op* def, const TensorType& t) {
   auto v = std::make_unique<Value>();
   v->id = nextId_++;
   v->type = t;
-  v->argIndex = (int)args.size();
-  args.push_back(v.get());
+  v->def = def;
   values_.push_back(std::move(v));
-  return args.back();
+  return values_.back().get();
+}
+
+Value* Function::addArg(const TensorType& t) {
+  Value* v = newValue(nullptr, t);
+  v->argIndex = (int)args.size();
+  args.push_back(v);
+  return v;
 }
 
 Op* Function::append(OpKind k, std::vector<Value*> operands, AttrMap attrs, const TensorType& type,
                      SourceLoc l) {
+  return appendMulti(k, std::move(operands), std::move(attrs), {type}, nullptr, l);
+}
+
+Op* Function::appendMulti(OpKind k, std::vector<Value*> operands, AttrMap attrs,
+                          const std::vector<TensorType>& types, std::unique_ptr<Function> body,
+                          SourceLoc l) {
+  GSL_ASSERT(!types.empty(), std::string("an op without results: ") + opName(k));
   auto op = std::make_unique<Op>();
   op->kind = k;
   op->operands = std::move(operands);
   op->attrs = std::move(attrs);
   op->loc = l;
-  auto v = std::make_unique<Value>();
-  v->id = nextId_++;
-  v->type = type;
-  v->def = op.get();
-  op->result = v.get();
-  values_.push_back(std::move(v));
+  op->body = std::move(body);
+  for (const TensorType& t : types) op->results.push_back(newValue(op.get(), t));
+  op->result = op->results[0];
   ops.push_back(std::move(op));
   return ops.back().get();
 }
 
-void Function::renumber() {
-  int id = 0;
-  for (Value* a : args) a->id = id++;
-  for (auto& op : ops) op->result->id = id++;
-  nextId_ = id;
+Value* Function::addResult(Op* op, const TensorType& t) {
+  Value* v = newValue(op, t);
+  op->results.push_back(v);
+  return v;
 }
+
+Op* Function::appendClone(const Op& src, std::vector<Value*> operands) {
+  std::vector<TensorType> types;
+  for (const Value* r : src.results) types.push_back(r->type);
+  Op* c = appendMulti(src.kind, std::move(operands), src.attrs, types,
+                      src.body ? src.body->clone() : nullptr, src.loc);
+  for (size_t i = 0; i < src.results.size(); ++i) {
+    c->results[i]->sharding = src.results[i]->sharding;
+    c->results[i]->shardingLoc = src.results[i]->shardingLoc;
+  }
+  return c;
+}
+
+int Function::renumberFrom(int id) {
+  for (Value* a : args) a->id = id++;
+  for (auto& op : ops) {
+    for (Value* r : op->results) r->id = id++;
+    if (op->body) id = op->body->renumberFrom(id);
+  }
+  nextId_ = id;
+  return id;
+}
+
+void Function::renumber() { renumberFrom(0); }
 
 std::unique_ptr<Function> Function::clone() const {
   auto f = std::make_unique<Function>();
@@ -52,10 +90,8 @@ std::unique_ptr<Function> Function::clone() const {
   for (const auto& op : ops) {
     std::vector<Value*> operands;
     for (Value* v : op->operands) operands.push_back(map.at(v));
-    Op* c = f->append(op->kind, operands, op->attrs, op->result->type, op->loc);
-    c->result->sharding = op->result->sharding;
-    c->result->shardingLoc = op->result->shardingLoc;
-    map[op->result] = c->result;
+    Op* c = f->appendClone(*op, operands);
+    for (size_t i = 0; i < op->results.size(); ++i) map[op->results[i]] = c->results[i];
   }
   for (Value* r : results) f->results.push_back(map.at(r));
   f->resultShardings = resultShardings;

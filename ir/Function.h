@@ -1,6 +1,8 @@
 // A tensor function: arguments, a straight-line list of ops in SSA order,
 // and the returned values. Calls are inlined when the IR is built, so a
-// function is one flat graph (as GSPMD partitions one HLO module).
+// function is one flat graph (as GSPMD partitions one HLO module), except
+// for `loop` ops, whose body is a Function of its own owned by the op
+// (docs/loops.md).
 #pragma once
 #include <memory>
 #include <optional>
@@ -42,12 +44,26 @@ struct Function {
   // Appends an op with an already computed result type.
   Op* append(OpKind k, std::vector<Value*> operands, AttrMap attrs, const TensorType& type,
              SourceLoc loc = {});
-  // Renumbers values 0..N-1 in definition order (args first).
+  // Appends an op with several results (a loop) and, for a loop, its body.
+  Op* appendMulti(OpKind k, std::vector<Value*> operands, AttrMap attrs,
+                  const std::vector<TensorType>& types, std::unique_ptr<Function> body,
+                  SourceLoc loc = {});
+  // Adds one more result of type `t` to `op` (an op of this function).
+  Value* addResult(Op* op, const TensorType& t);
+  // Appends a copy of `src` (an op of any function) reading `operands`:
+  // same kind, attrs, location, result types and shardings, and a deep
+  // copy of its body.
+  Op* appendClone(const Op& src, std::vector<Value*> operands);
+  // Renumbers values 0..N-1 in text order: args first, then each op's
+  // results followed by its body's values (recursively).
   void renumber();
   // A deep copy (same ops, attrs, types and shardings; fresh values).
   std::unique_ptr<Function> clone() const;
 
  private:
+  int renumberFrom(int id);
+  Value* newValue(Op* def, const TensorType& t);
+
   std::vector<std::unique_ptr<Value>> values_;
   int nextId_ = 0;
 };

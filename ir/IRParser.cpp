@@ -9,6 +9,8 @@
 #include <set>
 #include <unordered_map>
 
+#include "ir/Loop.h"
+
 namespace gsl::ir {
 
 namespace detail {  // ir/Verifier.cpp
@@ -505,6 +507,58 @@ class Parser {
 
   // ------------------------------------------------------------ functions
 
+  // The values visible where an op is parsed: a function's, or a loop
+  // body's own (a body reads only its arguments). `ids` holds every id of
+  // the enclosing function, bodies included: an id is defined once.
+  struct Scope {
+    std::set<std::string>* ids;
+    std::unordered_map<std::string, Value*> env;
+    bool body;
+  };
+
+  bool define(Scope& scope, const Token& idTok, Value* v) {
+    if (!scope.ids->insert(idTok.text).second) return fail(idTok, "%" + idTok.text + " is defined twice");
+    scope.env[idTok.text] = v;
+    return true;
+  }
+
+  // `(%ID: TYPE [SHARDING], ...)`: the arguments of a function or a body.
+  bool parseArgs(Function& f, Scope& scope) {
+    if (!expectPunct("(")) return false;
+    if (!isPunct(")")) {
+      for (;;) {
+        const Token& idTok = peek();
+        if (idTok.kind != Tok::ValueId) return expected("an argument '%ID'");
+        next();
+        TensorType t;
+        if (!expectPunct(":") || !parseType(t)) return false;
+        std::optional<Sharding> sh;
+        if (!parseOptSharding(sh, t.rank())) return false;
+        Value* v = f.addArg(t);
+        v->sharding = std::move(sh);
+        if (!define(scope, idTok, v)) return false;
+        if (isPunct(",")) {
+          next();
+          continue;
+        }
+        break;
+      }
+    }
+    return expectPunct(")");
+  }
+
+  // A value used as an operand (or returned) in `scope`.
+  bool lookup(const Scope& scope, const Token& vt, Value*& out) {
+    auto it = scope.env.find(vt.text);
+    if (it != scope.env.end()) {
+      out = it->second;
+      return true;
+    }
+    if (scope.body && scope.ids->count(vt.text))
+      return fail(vt, "%" + vt.text + " is defined outside this loop body (a body reads only its arguments)");
+    return fail(vt, "%" + vt.text + " is not defined");
+  }
+
   bool parseFunc() {
     next();
     const Token& nameTok = peek();
@@ -514,30 +568,11 @@ class Parser {
     f.loc.col = nameTok.col;
     if (!expectGlobal(f.name, "a function name '@NAME'")) return false;
     if (mod_->findFunction(f.name)) return fail(nameTok, "function @" + f.name + " is declared twice");
-    std::unordered_map<std::string, Value*> env;
+    std::set<std::string> ids;
+    Scope scope{&ids, {}, false};
+    std::unordered_map<std::string, Value*>& env = scope.env;
 
-    if (!expectPunct("(")) return false;
-    if (!isPunct(")")) {
-      for (;;) {
-        const Token& idTok = peek();
-        if (idTok.kind != Tok::ValueId) return expected("an argument '%ID'");
-        next();
-        if (env.count(idTok.text)) return fail(idTok, "%" + idTok.text + " is defined twice");
-        TensorType t;
-        if (!expectPunct(":") || !parseType(t)) return false;
-        std::optional<Sharding> sh;
-        if (!parseOptSharding(sh, t.rank())) return false;
-        Value* v = f.addArg(t);
-        v->sharding = std::move(sh);
-        env[idTok.text] = v;
-        if (isPunct(",")) {
-          next();
-          continue;
-        }
-        break;
-      }
-    }
-    if (!expectPunct(")")) return false;
+    if (!parseArgs(f, scope)) return false;
     if (peek().kind != Tok::Arrow) return expected("'->'");
     next();
 
@@ -572,7 +607,7 @@ class Parser {
     for (;;) {
       if (isIdent("return")) break;
       if (peek().kind != Tok::ValueId) return expected("an op '%ID = ...' or 'return'");
-      if (!parseOp(f, env)) return false;
+      if (!parseOp(f, scope)) return false;
     }
 
     const Token& retTok = next();
@@ -606,6 +641,7 @@ class Parser {
       f.results.push_back(rets[i].second);
     }
     if (!expectPunct("}")) return false;
+    f.renumber();  // ids in text order, bodies included (as printed)
     mod_->functions.push_back(std::move(fn));
     return true;
   }
@@ -665,24 +701,38 @@ class Parser {
     return expected("an attribute value");
   }
 
-  bool parseOp(Function& f, std::unordered_map<std::string, Value*>& env) {
-    const Token& idTok = next();
-    if (env.count(idTok.text)) return fail(idTok, "%" + idTok.text + " is defined twice");
+  bool parseOp(Function& f, Scope& scope) {
+    // `%a` or, for a loop, `%a, %b, ...`
+    std::vector<const Token*> ids;
+    for (;;) {
+      const Token& idTok = peek();
+      if (idTok.kind != Tok::ValueId) return expected("a result '%ID'");
+      next();
+      ids.push_back(&idTok);
+      if (!isPunct(",")) break;
+      next();
+    }
+    const Token& idTok = *ids[0];
     if (!expectPunct("=")) return false;
     const Token& mnTok = peek();
     if (mnTok.kind != Tok::Ident) return expected("an op name");
     const OpInfo* info = lookupMnemonic(mnTok.text);
     if (!info) return fail(mnTok, "unknown op '" + mnTok.text + "'");
     next();
+    const bool isLoop = info->kind == OpKind::Loop;
+    if (ids.size() > 1 && !isLoop)
+      return fail(*ids[1], std::string(info->mnemonic) + " has one result, got " + std::to_string(ids.size()));
+    if (scope.body && info->kind == OpKind::Param)
+      return fail(mnTok, "a loop body cannot read a param (pass it to the loop as an operand)");
 
     std::vector<Value*> operands;
     if (peek().kind == Tok::ValueId) {
       for (;;) {
         const Token& vt = peek();
         if (vt.kind != Tok::ValueId) return expected("an operand '%ID'");
-        auto it = env.find(vt.text);
-        if (it == env.end()) return fail(vt, "%" + vt.text + " is not defined");
-        operands.push_back(it->second);
+        Value* v;
+        if (!lookup(scope, vt, v)) return false;
+        operands.push_back(v);
         next();
         if (isPunct(",")) {
           next();
@@ -716,37 +766,96 @@ class Parser {
     }
 
     if (!expectPunct(":")) return false;
-    TensorType printed;
-    if (!parseType(printed)) return false;
-    std::optional<Sharding> sh;
-    if (!parseOptSharding(sh, printed.rank())) return false;
+    std::vector<TensorType> printed;
+    std::vector<std::optional<Sharding>> shardings;
+    for (;;) {
+      TensorType t;
+      if (!parseType(t)) return false;
+      std::optional<Sharding> sh;
+      if (!parseOptSharding(sh, t.rank())) return false;
+      printed.push_back(t);
+      shardings.push_back(std::move(sh));
+      if (!isLoop || !isPunct(",")) break;
+      next();
+    }
+    if (printed.size() != ids.size())
+      return fail(idTok, "op defines " + std::to_string(ids.size()) + " values but " +
+                             std::to_string(printed.size()) + " types are given");
 
     if (auto e = detail::checkOpSignature(*info, operands.size(), attrs); !e.empty())
       return fail(mnTok, e);
-    if (info->infer) {
+    std::unique_ptr<Function> body;
+    if (isLoop) {
+      body = std::make_unique<Function>();
+      body->name = f.name;
+      if (!parseBody(*body, scope)) return false;
+      std::vector<TensorType> in, inferred;
+      for (Value* v : operands) in.push_back(v->type);
+      if (auto e = inferLoopTypes(in, attrs, *body, inferred); !e.empty()) return fail(mnTok, e);
+      if (inferred.size() != printed.size())
+        return fail(idTok, "loop has " + std::to_string(inferred.size()) + " results but " +
+                               std::to_string(printed.size()) + " are given");
+      for (size_t i = 0; i < printed.size(); ++i)
+        if (inferred[i] != printed[i])
+          return fail(*ids[i], "type mismatch for %" + ids[i]->text + ": printed " + printed[i].str() +
+                                   " but inferred " + inferred[i].str());
+    } else if (info->infer) {
       std::vector<TensorType> in;
       for (Value* v : operands) in.push_back(v->type);
       TensorType inferred;
       if (auto e = inferType(info->kind, in, attrs, inferred); !e.empty()) return fail(mnTok, e);
-      if (inferred != printed)
-        return fail(idTok, "type mismatch for %" + idTok.text + ": printed " + printed.str() +
+      if (inferred != printed[0])
+        return fail(idTok, "type mismatch for %" + idTok.text + ": printed " + printed[0].str() +
                                " but inferred " + inferred.str());
     } else if (info->kind == OpKind::Param) {
       const std::string& name = attrs.getString("name");
       const Param* prm = mod_->findParam(name);
       if (!prm) return fail(mnTok, "param op names an undeclared param @" + name);
-      if (prm->type != printed)
-        return fail(idTok, "type mismatch for %" + idTok.text + ": printed " + printed.str() +
+      if (prm->type != printed[0])
+        return fail(idTok, "type mismatch for %" + idTok.text + ": printed " + printed[0].str() +
                                " but param @" + name + " is " + prm->type.str());
     }
 
     SourceLoc loc;
     loc.line = idTok.line;
     loc.col = idTok.col;
-    Op* op = f.append(info->kind, std::move(operands), std::move(attrs), printed, loc);
-    op->result->sharding = std::move(sh);
-    env[idTok.text] = op->result;
+    Op* op = f.appendMulti(info->kind, std::move(operands), std::move(attrs), printed, std::move(body), loc);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      op->results[i]->sharding = std::move(shardings[i]);
+      if (!define(scope, *ids[i], op->results[i])) return false;
+    }
     return true;
+  }
+
+  // `{ body(%i: i32, ...): OPS yield %a, ... }` after a loop's types.
+  bool parseBody(Function& body, Scope& outer) {
+    if (!expectPunct("{")) return false;
+    if (!isIdent("body")) return expected("'body(...)'");
+    next();
+    Scope scope{outer.ids, {}, true};
+    if (!parseArgs(body, scope) || !expectPunct(":")) return false;
+    for (;;) {
+      if (isIdent("yield")) break;
+      if (peek().kind != Tok::ValueId) return expected("an op '%ID = ...' or 'yield'");
+      if (!parseOp(body, scope)) return false;
+    }
+    next();
+    if (peek().kind == Tok::ValueId) {
+      for (;;) {
+        const Token& vt = peek();
+        if (vt.kind != Tok::ValueId) return expected("a value '%ID'");
+        Value* v;
+        if (!lookup(scope, vt, v)) return false;
+        next();
+        body.results.push_back(v);
+        if (isPunct(",")) {
+          next();
+          continue;
+        }
+        break;
+      }
+    }
+    return expectPunct("}");
   }
 };
 

@@ -47,9 +47,10 @@ namespace gsl::ir {
   X(Sum) X(Mean) X(Max) X(Min) X(ArgMax) X(Softmax) X(LogSoftmax)          \
   X(LayerNorm) X(CumSum)                                                    \
   X(Reshape) X(Transpose) X(Concat) X(Slice) X(Broadcast) X(OneHot)         \
-  X(Take) X(RandomUniform)                                                  \
+  X(Take) X(DynamicIndex) X(DynamicUpdate) X(RandomUniform)                \
   X(AllReduce) X(AllGather) X(ReduceScatter) X(AllToAll)                    \
-  X(CollectivePermute) X(ShardSlice)
+  X(CollectivePermute) X(ShardSlice)                                       \
+  X(Loop)
 
 enum class OpKind {
 #define GSL_OP_ENUM(k) k,
@@ -68,6 +69,7 @@ enum class OpClass {
   DataMovement,    // reshape, transpose, concat, slice, broadcast, one_hot, take
   Collective,      // per-rank programs only: communication between ranks and
                    // the rank-dependent local slice (see below)
+  Control,         // loop: several results and a body (ir/Loop.h, docs/loops.md)
 };
 
 // Collectives (only in the per-rank program made by the SPMD partitioner).

@@ -10,23 +10,22 @@ static std::string typeAndSharding(const Value& v) {
   return s;
 }
 
-std::string printFunction(Function& f) {
-  f.renumber();
-  std::ostringstream os;
-  os << "func @" << f.name << "(";
+static void printArgs(std::ostringstream& os, const Function& f) {
+  os << "(";
   for (size_t i = 0; i < f.args.size(); ++i) {
     if (i) os << ", ";
     os << "%" << f.args[i]->id << ": " << typeAndSharding(*f.args[i]);
   }
-  os << ") -> (";
-  for (size_t i = 0; i < f.results.size(); ++i) {
-    if (i) os << ", ";
-    os << f.results[i]->type.str();
-    if (i < f.resultShardings.size() && f.resultShardings[i]) os << " " << f.resultShardings[i]->str();
-  }
-  os << ") {\n";
+  os << ")";
+}
+
+// The ops of `f`, each on its own line at `indent`; a loop's body follows
+// its op, two spaces deeper, and ends with `yield` and a closing brace.
+static void printOps(std::ostringstream& os, const Function& f, const std::string& indent) {
   for (auto& op : f.ops) {
-    os << "  %" << op->result->id << " = " << op->info().mnemonic;
+    os << indent;
+    for (size_t i = 0; i < op->results.size(); ++i) os << (i ? ", %" : "%") << op->results[i]->id;
+    os << " = " << op->info().mnemonic;
     for (size_t i = 0; i < op->operands.size(); ++i)
       os << (i ? ", %" : " %") << op->operands[i]->id;
     if (!op->attrs.empty()) {
@@ -38,8 +37,37 @@ std::string printFunction(Function& f) {
       }
       os << "}";
     }
-    os << " : " << typeAndSharding(*op->result) << "\n";
+    os << " :";
+    for (size_t i = 0; i < op->results.size(); ++i)
+      os << (i ? ", " : " ") << typeAndSharding(*op->results[i]);
+    os << (op->body ? " {\n" : "\n");
+    if (op->body) {
+      const Function& b = *op->body;
+      std::string inner = indent + "  ";
+      os << inner << "body";
+      printArgs(os, b);
+      os << ":\n";
+      printOps(os, b, inner);
+      os << inner << "yield";
+      for (size_t i = 0; i < b.results.size(); ++i) os << (i ? ", %" : " %") << b.results[i]->id;
+      os << "\n" << indent << "}\n";
+    }
   }
+}
+
+std::string printFunction(Function& f) {
+  f.renumber();
+  std::ostringstream os;
+  os << "func @" << f.name;
+  printArgs(os, f);
+  os << " -> (";
+  for (size_t i = 0; i < f.results.size(); ++i) {
+    if (i) os << ", ";
+    os << f.results[i]->type.str();
+    if (i < f.resultShardings.size() && f.resultShardings[i]) os << " " << f.resultShardings[i]->str();
+  }
+  os << ") {\n";
+  printOps(os, f, "  ");
   os << "  return";
   for (size_t i = 0; i < f.results.size(); ++i) os << (i ? ", %" : " %") << f.results[i]->id;
   os << "\n}\n";

@@ -10,8 +10,17 @@
 //     return %3
 //   }
 //
-// Values are renumbered 0..N-1 before printing; attributes print in sorted
-// key order. ir/IRParser reads this form back: print(parse(x)) == x.
+// A loop (ir/Loop.h) prints its results, then its body two spaces deeper:
+//
+//     %4, %5 = loop %2, %3 {carried = 1, trip = 4} : f32[8], f32[4, 8] {
+//       body(%6: i32, %7: f32[8], %8: f32[4, 8, 8]):
+//       %9 = dynamic_index %8, %6 : f32[8, 8]
+//       ...
+//       yield %11, %7
+//     }
+//
+// Values are renumbered 0..N-1 before printing, in text order (a body's
+// values follow its loop's results); attributes print in sorted key order. ir/IRParser reads this form back: print(parse(x)) == x.
 #pragma once
 #include <string>
 

@@ -3,6 +3,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "ir/Loop.h"
 #include "support/Diagnostics.h"
 
 namespace gsl::ir {
@@ -138,8 +139,9 @@ namespace {
 
 std::string valueName(const Value* v) { return "%" + std::to_string(v->id); }
 
-std::string checkFunction(const Module& m, const Function& f) {
-  const std::string where = "function @" + f.name + ": ";
+// `body`: f is the body of a loop of function @f.name (`where` says so).
+std::string checkFunction(const Module& m, const Function& f, bool body = false) {
+  const std::string where = body ? "function @" + f.name + ": loop body: " : "function @" + f.name + ": ";
   std::unordered_set<const Value*> defined;
   auto checkValueSharding = [&](const Value* v, const std::string& what) -> std::string {
     if (!v->sharding) return "";
@@ -164,10 +166,21 @@ std::string checkFunction(const Module& m, const Function& f) {
     if (!op) return where + "op " + std::to_string(oi) + " is null";
     const OpInfo& info = op->info();
     const Value* r = op->result;
-    if (!r) return where + "op " + std::to_string(oi) + " (" + info.mnemonic + ") has no result";
+    if (!r || op->results.empty() || op->results[0] != r)
+      return where + "op " + std::to_string(oi) + " (" + info.mnemonic + ") has no result";
     std::string what = valueName(r) + " = " + info.mnemonic;
-    if (r->def != op) return where + what + ": its result does not point back to the op";
-    if (r->argIndex >= 0) return where + what + ": its result is marked as an argument";
+    const bool isLoop = op->kind == OpKind::Loop;
+    if (op->results.size() != 1 && !isLoop)
+      return where + what + ": has " + std::to_string(op->results.size()) + " results (only a loop has several)";
+    if (!!op->body != isLoop)
+      return where + what + (isLoop ? ": a loop without a body" : ": an op with a body that is not a loop");
+    if (body && op->kind == OpKind::Param)
+      return where + what + ": a loop body cannot read a param (pass it to the loop as an operand)";
+    for (const Value* res : op->results) {
+      if (!res) return where + what + ": a result is null";
+      if (res->def != op) return where + what + ": its result does not point back to the op";
+      if (res->argIndex >= 0) return where + what + ": its result is marked as an argument";
+    }
     std::vector<TensorType> in;
     for (size_t i = 0; i < op->operands.size(); ++i) {
       const Value* v = op->operands[i];
@@ -177,11 +190,23 @@ std::string checkFunction(const Module& m, const Function& f) {
                ") is not defined before use in this function";
       in.push_back(v->type);
     }
-    if (auto e = detail::checkType(r->type); !e.empty()) return where + what + ": " + e;
+    for (const Value* res : op->results)
+      if (auto e = detail::checkType(res->type); !e.empty()) return where + what + ": " + e;
     AttrMap attrs = op->attrs;
     if (auto e = detail::checkOpSignature(info, op->operands.size(), attrs); !e.empty())
       return where + what + ": " + e;
-    if (info.infer) {
+    if (isLoop) {
+      if (auto e = checkFunction(m, *op->body, true); !e.empty()) return e;
+      std::vector<TensorType> types;
+      if (auto e = inferLoopTypes(in, attrs, *op->body, types); !e.empty()) return where + what + ": " + e;
+      if (types.size() != op->results.size())
+        return where + what + ": has " + std::to_string(op->results.size()) + " results but its body gives " +
+               std::to_string(types.size());
+      for (size_t i = 0; i < types.size(); ++i)
+        if (types[i] != op->results[i]->type)
+          return where + what + ": result " + std::to_string(i) + " has type " + op->results[i]->type.str() +
+                 " but the loop's type rule gives " + types[i].str();
+    } else if (info.infer) {
       TensorType t;
       if (auto e = inferType(op->kind, in, attrs, t); !e.empty()) return where + what + ": " + e;
       if (t != r->type)
@@ -199,8 +224,10 @@ std::string checkFunction(const Module& m, const Function& f) {
         return where + what + ": result type is " + r->type.str() + " but param @" + name + " is " +
                p->type.str();
     }
-    if (auto e = checkValueSharding(r, what); !e.empty()) return e;
-    if (!defined.insert(r).second) return where + what + ": its result is defined twice";
+    for (const Value* res : op->results) {
+      if (auto e = checkValueSharding(res, what); !e.empty()) return e;
+      if (!defined.insert(res).second) return where + what + ": its result is defined twice";
+    }
   }
   for (size_t i = 0; i < f.results.size(); ++i) {
     const Value* v = f.results[i];

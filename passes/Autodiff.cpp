@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "ir/GradRules.h"
+#include "ir/Loop.h"
 #include "support/Diagnostics.h"
 
 namespace gsl::passes {
@@ -14,7 +15,242 @@ namespace gsl::passes {
 using ir::DType;
 using ir::Op;
 using ir::OpKind;
+using ir::TensorType;
 using ir::Value;
+
+namespace {
+
+using ValueSet = std::unordered_set<const Value*>;
+using AdjointMap = std::unordered_map<const Value*, Value*>;
+
+// Marks the results of `ops` that depend on an active value (in place):
+// an op with a gradient rule and an f32 result is active when an operand
+// is; a loop's f32 results are all active when an operand is (any carried
+// or stacked value may depend on any input); a param op is active when it
+// names a param in `wrt`.
+void propagateActive(const std::vector<Op*>& ops, ValueSet& active, const std::set<std::string>& wrt) {
+  for (Op* op : ops) {
+    if (op->kind == OpKind::Param) {
+      if (op->result->type.dtype == DType::F32 && wrt.count(op->attrs.getString("name")))
+        active.insert(op->result);
+      continue;
+    }
+    if (op->kind != OpKind::Loop && !op->info().grad) continue;
+    bool any = false;
+    for (Value* v : op->operands) any |= active.count(v) > 0;
+    if (!any) continue;
+    for (Value* r : op->results)
+      if (r->type.dtype == DType::F32) active.insert(r);
+  }
+}
+
+void accumulate(ir::GradBuilder& b, Value*& slot, Value* g) { slot = slot ? b.add(slot, g) : g; }
+
+void loopVjp(ir::GradBuilder& b, Op& loop, const std::vector<Value*>& resultAdj,
+             const std::vector<bool>& wanted, std::vector<Value*>& og);
+
+// The reverse sweep over `fwd` (ops of b's function, in program order):
+// turns the adjoints in `adj` (seeded by the caller, active values only)
+// into adjoints of every active value; param ops add theirs to `paramAdj`.
+void sweep(ir::GradBuilder& b, const std::vector<Op*>& fwd, const ValueSet& active, AdjointMap& adj,
+           std::map<std::string, Value*>* paramAdj) {
+  for (auto it = fwd.rbegin(); it != fwd.rend(); ++it) {
+    Op* op = *it;
+    std::vector<Value*> resultAdj;
+    bool any = false;
+    for (Value* r : op->results) {
+      auto a = adj.find(r);
+      resultAdj.push_back(a == adj.end() ? nullptr : a->second);
+      any |= resultAdj.back() != nullptr;
+    }
+    if (!any) continue;
+    b.setLoc(op->loc);
+    if (op->kind == OpKind::Param) {
+      GSL_ASSERT(paramAdj, "autodiff: a param op inside a loop body");
+      accumulate(b, (*paramAdj)[op->attrs.getString("name")], resultAdj[0]);
+      continue;
+    }
+    std::vector<bool> wanted;
+    for (Value* v : op->operands) wanted.push_back(active.count(v) > 0);
+    std::vector<Value*> og(op->operands.size(), nullptr);
+    if (op->kind == OpKind::Loop) {
+      loopVjp(b, *op, resultAdj, wanted, og);
+    } else {
+      b.setWanted(wanted);
+      op->info().grad(b, *op, resultAdj[0], og);
+      b.setWanted({});
+    }
+    GSL_ASSERT(og.size() == op->operands.size(),
+               std::string("gradient rule of ") + op->info().mnemonic + " returned the wrong number of adjoints");
+    for (size_t i = 0; i < og.size(); ++i) {
+      if (!og[i] || !wanted[i]) continue;
+      Value* v = op->operands[i];
+      GSL_ASSERT(og[i]->type == v->type, std::string("gradient rule of ") + op->info().mnemonic +
+                                             " gave operand " + std::to_string(i) + " an adjoint of type " +
+                                             og[i]->type.str() + ", expected " + v->type.str());
+      accumulate(b, adj[v], og[i]);
+    }
+  }
+}
+
+TensorType stackedType(const TensorType& t, int64_t trip) {
+  TensorType s = t;
+  s.shape.insert(s.shape.begin(), trip);
+  return s;
+}
+
+// True when the body reads its argument `v` only as dynamic_index(v, i),
+// i the iteration index, and v has one row per iteration: then row i of
+// v's gradient comes from iteration i alone (see docs/loops.md).
+bool readPerIteration(const ir::Function& body, const Value* v, int64_t trip) {
+  if (v->type.rank() == 0 || v->type.shape[0] != trip) return false;
+  if (std::find(body.results.begin(), body.results.end(), v) != body.results.end()) return false;
+  for (const auto& op : body.ops)
+    for (size_t k = 0; k < op->operands.size(); ++k)
+      if (op->operands[k] == v &&
+          !(op->kind == OpKind::DynamicIndex && k == 0 && op->operands[1] == body.args[0]))
+        return false;
+  return true;
+}
+
+// The VJP of a loop: given the adjoints of its results (nullptr: none),
+// sets og[k] to the adjoint of operand k where wanted[k].
+//
+// The forward loop is extended to also output its carried inputs of every
+// iteration, stacked (saved[j][i] = carried value j entering iteration i).
+// The backward loop runs the other way; iteration i reads the saved carry,
+// recomputes the body from it (rematerialisation) and applies the body's
+// VJP: carried adjoints flow to iteration i-1, gradients of invariants are
+// summed into carried accumulators, or, for an invariant read only as
+// dynamic_index(v, i), emitted as row i of a stacked output.
+void loopVjp(ir::GradBuilder& b, Op& loop, const std::vector<Value*>& resultAdj,
+             const std::vector<bool>& wanted, std::vector<Value*>& og) {
+  ir::Function& f = b.function();
+  const ir::LoopInfo L(loop);
+  ir::Function& body = *loop.body;
+  const size_t nc = L.carried, ni = L.invariants, no = L.outputs;
+  const int64_t T = L.trip;
+  auto isF32 = [](const Value* v) { return v->type.dtype == DType::F32; };
+
+  // 1. The forward loop saves the carried values entering each iteration.
+  std::vector<Value*> saved;
+  for (size_t j = 0; j < nc; ++j) {
+    body.results.push_back(body.args[1 + j]);
+    saved.push_back(f.addResult(&loop, stackedType(loop.operands[j]->type, T)));
+  }
+
+  // 2. What the backward loop carries and reads.
+  std::vector<size_t> dc;  // f32 carried values: their adjoints are carried
+  for (size_t j = 0; j < nc; ++j)
+    if (isF32(loop.operands[j])) dc.push_back(j);
+  std::vector<size_t> dense, perIter;  // wanted f32 invariants, by how their gradient is formed
+  for (size_t k = 0; k < ni; ++k) {
+    if (!wanted[nc + k] || !isF32(loop.operands[nc + k])) continue;
+    (readPerIteration(body, body.args[1 + nc + k], T) ? perIter : dense).push_back(k);
+  }
+  std::vector<size_t> gys;  // outputs with an adjoint
+  for (size_t m = 0; m < no; ++m)
+    if (resultAdj[nc + m]) gys.push_back(m);
+
+  std::vector<Value*> operands;
+  for (size_t j : dc) operands.push_back(resultAdj[j] ? resultAdj[j] : b.zerosLike(loop.results[j]));
+  for (size_t k : dense) operands.push_back(b.zerosLike(loop.operands[nc + k]));
+  const size_t nbc = operands.size();
+  for (Value* s : saved) operands.push_back(s);
+  for (size_t m : gys) operands.push_back(resultAdj[nc + m]);
+  for (size_t k = 0; k < ni; ++k) operands.push_back(loop.operands[nc + k]);
+
+  // 3. The backward body: (i, carried adjoints.., accumulators.., saved..,
+  //    output adjoints.., invariants..).
+  auto bb = std::make_unique<ir::Function>();
+  bb->name = body.name;
+  Value* i = bb->addArg(TensorType{DType::I32, {}});
+  std::vector<Value*> gcArg, accArg, savedArg, gyArg, invArg;
+  for (size_t j : dc) gcArg.push_back(bb->addArg(loop.operands[j]->type));
+  for (size_t k : dense) accArg.push_back(bb->addArg(loop.operands[nc + k]->type));
+  for (Value* s : saved) savedArg.push_back(bb->addArg(s->type));
+  for (size_t m : gys) gyArg.push_back(bb->addArg(resultAdj[nc + m]->type));
+  for (size_t k = 0; k < ni; ++k) invArg.push_back(bb->addArg(loop.operands[nc + k]->type));
+
+  ir::GradBuilder g(*bb);
+  g.setLoc(loop.loc);
+  std::unordered_map<const Value*, Value*> map;  // forward body value -> its recomputation
+  map[body.args[0]] = i;
+  std::vector<Value*> carry;
+  for (size_t j = 0; j < nc; ++j) {
+    carry.push_back(g.op(OpKind::DynamicIndex, {savedArg[j], i}));
+    map[body.args[1 + j]] = carry.back();
+  }
+  for (size_t k = 0; k < ni; ++k) map[body.args[1 + nc + k]] = invArg[k];
+  std::vector<Op*> recomputed;
+  std::map<size_t, std::vector<Value*>> rows;  // per-iteration invariant k -> its dynamic_index results
+  for (const auto& op : body.ops) {
+    std::vector<Value*> in;
+    for (Value* v : op->operands) in.push_back(map.at(v));
+    Op* c = bb->appendClone(*op, in);
+    recomputed.push_back(c);
+    for (size_t r = 0; r < op->results.size(); ++r) map[op->results[r]] = c->results[r];
+    if (op->kind == OpKind::DynamicIndex)
+      for (size_t k : perIter)
+        if (op->operands[0] == body.args[1 + nc + k]) rows[k].push_back(c->result);
+  }
+
+  // 4. The body's VJP on the recomputation.
+  ValueSet active;
+  for (size_t j : dc) active.insert(carry[j]);
+  for (size_t k : dense) active.insert(invArg[k]);
+  for (auto& [k, vs] : rows)
+    for (Value* v : vs) active.insert(v);
+  propagateActive(recomputed, active, {});
+  AdjointMap adj;
+  for (size_t a = 0; a < dc.size(); ++a) {
+    Value* y = map.at(body.results[dc[a]]);
+    if (active.count(y)) accumulate(g, adj[y], gcArg[a]);
+  }
+  for (size_t a = 0; a < gys.size(); ++a) {
+    Value* y = map.at(body.results[nc + gys[a]]);
+    if (active.count(y)) accumulate(g, adj[y], g.op(OpKind::DynamicIndex, {gyArg[a], i}));
+  }
+  sweep(g, recomputed, active, adj, nullptr);
+  g.setLoc(loop.loc);
+  auto adjointOr0 = [&](const Value* v, const Value* like) {
+    auto it = adj.find(v);
+    return it != adj.end() ? it->second : g.zerosLike(like);
+  };
+  for (size_t j : dc) bb->results.push_back(adjointOr0(carry[j], carry[j]));
+  for (size_t a = 0; a < dense.size(); ++a) {
+    auto it = adj.find(invArg[dense[a]]);
+    bb->results.push_back(it != adj.end() ? g.add(accArg[a], it->second) : accArg[a]);
+  }
+  for (size_t k : perIter) {
+    Value* row = nullptr;
+    for (Value* v : rows[k])
+      if (auto it = adj.find(v); it != adj.end()) accumulate(g, row, it->second);
+    if (!row) {
+      TensorType t = loop.operands[nc + k]->type;
+      t.shape.erase(t.shape.begin());
+      row = g.constant(0.0, t.dtype, t.shape);
+    }
+    bb->results.push_back(row);
+  }
+
+  // 5. The backward loop, and the operands' adjoints from its results.
+  ir::AttrMap at;
+  at.set("trip", T);
+  at.set("carried", (int64_t)nbc);
+  if (!L.reverse) at.set("reverse", true);
+  std::vector<TensorType> in, types;
+  for (Value* v : operands) in.push_back(v->type);
+  std::string e = ir::inferLoopTypes(in, at, *bb, types);
+  GSL_ASSERT(e.empty(), "autodiff built an ill-typed backward loop: " + e);
+  Op* back = f.appendMulti(OpKind::Loop, operands, std::move(at), types, std::move(bb), loop.loc);
+  for (size_t a = 0; a < dc.size(); ++a)
+    if (wanted[dc[a]]) og[dc[a]] = back->results[a];
+  for (size_t a = 0; a < dense.size(); ++a) og[nc + dense[a]] = back->results[dc.size() + a];
+  for (size_t a = 0; a < perIter.size(); ++a) og[nc + perIter[a]] = back->results[nbc + a];
+}
+
+}  // namespace
 
 Gradients appendGradient(const ir::Module& m, ir::Function& f, Value* loss,
                          const std::vector<std::string>& params, bool wrtArgs) {
@@ -32,59 +268,22 @@ Gradients appendGradient(const ir::Module& m, ir::Function& f, Value* loss,
     GSL_ASSERT(m.findParam(n), "appendGradient: no param named '" + n + "'");
 
   // Active values: those that depend on a differentiated input.
-  std::unordered_set<const Value*> active;
+  ValueSet active;
   if (wrtArgs)
     for (Value* a : f.args)
       if (a->type.dtype == DType::F32) active.insert(a);
-  for (Op* op : fwd) {
-    if (op->result->type.dtype != DType::F32) continue;
-    if (op->kind == OpKind::Param) {
-      if (wrt.count(op->attrs.getString("name"))) active.insert(op->result);
-    } else if (op->info().grad) {
-      for (Value* v : op->operands)
-        if (active.count(v)) {
-          active.insert(op->result);
-          break;
-        }
-    }
-  }
+  propagateActive(fwd, active, wrt);
 
   // The reverse sweep. Only active values receive adjoints, so only ops on
   // a path from a differentiated input to the loss are visited.
   ir::GradBuilder b(f);
-  std::unordered_map<const Value*, Value*> adj;
+  AdjointMap adj;
   std::map<std::string, Value*> paramAdj;
-  auto accumulate = [&](Value*& slot, Value* g) { slot = slot ? b.add(slot, g) : g; };
   if (active.count(loss)) {
     b.setLoc(loss->def ? loss->def->loc : f.loc);
     adj[loss] = b.scalar(1.0);
   }
-  for (auto it = fwd.rbegin(); it != fwd.rend(); ++it) {
-    Op* op = *it;
-    auto a = adj.find(op->result);
-    if (a == adj.end()) continue;
-    b.setLoc(op->loc);
-    if (op->kind == OpKind::Param) {
-      accumulate(paramAdj[op->attrs.getString("name")], a->second);
-      continue;
-    }
-    std::vector<bool> wanted;
-    for (Value* v : op->operands) wanted.push_back(active.count(v) > 0);
-    b.setWanted(wanted);
-    std::vector<Value*> og(op->operands.size(), nullptr);
-    op->info().grad(b, *op, a->second, og);
-    GSL_ASSERT(og.size() == op->operands.size(),
-               std::string("gradient rule of ") + op->info().mnemonic + " returned the wrong number of adjoints");
-    for (size_t i = 0; i < og.size(); ++i) {
-      if (!og[i] || !wanted[i]) continue;
-      Value* v = op->operands[i];
-      GSL_ASSERT(og[i]->type == v->type, std::string("gradient rule of ") + op->info().mnemonic +
-                                             " gave operand " + std::to_string(i) + " an adjoint of type " +
-                                             og[i]->type.str() + ", expected " + v->type.str());
-      accumulate(adj[v], og[i]);
-    }
-  }
-  b.setWanted({});
+  sweep(b, fwd, active, adj, &paramAdj);
   b.setLoc(f.loc);
 
   Gradients out;

@@ -15,7 +15,11 @@
 // constants, collectives, ...) are constants to the sweep; where's
 // condition and take's indices get no gradient.
 //
-// The forward ops are not changed. The appended values have no sharding:
+// A `loop` op is differentiated by the pass itself: its backward pass is a
+// reverse loop that recomputes the body from the carried values the
+// forward loop saved (docs/loops.md). The forward ops are not changed,
+// except that a differentiated loop gets more results (its carried inputs
+// of every iteration, stacked). The appended values have no sharding:
 // sharding propagation gives them one later (GSPMD-style), like any value
 // the user did not annotate. Neither `f.results` nor the value numbering is
 // touched: the caller adds the gradients it wants to the results (and may

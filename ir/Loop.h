@@ -1,0 +1,57 @@
+// The `loop` op and the two indexing ops it is used with (docs/loops.md).
+//
+//   %r.. = loop %c.., %v.. {carried = C, trip = T [, reverse = true]} : types {
+//     body(%i: i32, %c': carried types.., %v': invariant types..):
+//       ...
+//     yield %new_c.., %y..
+//   }
+//
+// Scan semantics (JAX's lax.scan, XLA's While with a static trip count):
+// operands are the C carried initial values followed by the loop-invariant
+// inputs; the body (an ir::Function owned by the op, reading only its own
+// arguments) takes (i, carried.., invariants..) and returns (new carried..,
+// per-iteration outputs..); the op's results are the final carried values
+// followed by each per-iteration output stacked along a new leading dim of
+// size T (the output of iteration i is row i). The body runs for
+// i = 0, 1, .., T-1, or T-1, .., 0 with `reverse` (the backward pass of a
+// loop is a reverse loop); the rows still go to index i.
+//
+//   dynamic_index(x, i)      x[i] along dim 0 (i an i32 scalar); drops dim 0
+//   dynamic_update(x, u, i)  x with row i (along dim 0) replaced by u
+//
+// An index out of range is an internal error at run time: the front end
+// checks the bounds it can know, and a loop's index is in range by
+// construction (the verifier cannot see dynamic indices).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ir/Function.h"
+
+namespace gsl::ir {
+
+class GradBuilder;
+
+// Reads the structure of a loop op.
+struct LoopInfo {
+  int64_t trip = 0;
+  size_t carried = 0;     // number of carried values
+  size_t invariants = 0;  // number of loop-invariant inputs
+  size_t outputs = 0;     // number of per-iteration (stacked) outputs
+  bool reverse = false;
+  explicit LoopInfo(const Op& loop);
+};
+
+// The types of a loop's results for its operand types, attributes and body,
+// or a message saying what does not fit (the loop's type rule; "" if fine).
+std::string inferLoopTypes(const std::vector<TensorType>& operands, const AttrMap& attrs,
+                           const Function& body, std::vector<TensorType>& results);
+
+// The type rules and gradient rules of dynamic_index and dynamic_update
+// (columns of their op table rows).
+std::string ruleDynamicIndex(const std::vector<TensorType>& in, AttrMap& attrs, TensorType& out);
+std::string ruleDynamicUpdate(const std::vector<TensorType>& in, AttrMap& attrs, TensorType& out);
+void gradDynamicIndex(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& operandGrads);
+void gradDynamicUpdate(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& operandGrads);
+
+}  // namespace gsl::ir
