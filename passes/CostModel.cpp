@@ -47,8 +47,21 @@ Cost estimateCost(const Module& m, const Function& f) {
   c.peakActivationBytes = live;
   for (size_t i = 0; i < f.ops.size(); ++i) {
     const Op& op = *f.ops[i];
-    c.flops += opFlops(op);
-    if (op.kind == OpKind::Param) {
+    c.flops += opFlops(op);  // 0 for a loop
+    if (op.body) {
+      // A loop: its body's flops and collectives once per iteration; its
+      // body's peak (which counts the body's arguments again: an upper
+      // bound) on top of the values live here and the loop's results.
+      const Cost b = estimateCost(m, *op.body);
+      const uint64_t trip = (uint64_t)op.attrs.getInt("trip");
+      c.flops += b.flops * trip;
+      for (const auto& [k, v] : b.collectives) {
+        c.collectives[k].calls += v.calls * trip;
+        c.collectives[k].bytes += v.bytes * trip;
+      }
+      for (const Value* r : op.results) live += bytesOf(r->type);
+      c.peakActivationBytes = std::max(c.peakActivationBytes, live + b.peakActivationBytes);
+    } else if (op.kind == OpKind::Param) {
       if (params.insert(op.attrs.getString("name")).second) c.paramBytes += bytesOf(op.result->type);
     } else {
       live += bytesOf(op.result->type);
@@ -71,7 +84,8 @@ Cost estimateCost(const Module& m, const Function& f) {
     for (Value* v : op.operands)
       if (lastUse[v] == i && freed.insert(v).second && !(v->def && v->def->kind == OpKind::Param))
         live -= bytesOf(v->type);
-    if (!lastUse.count(op.result) && op.kind != OpKind::Param) live -= bytesOf(op.result->type);
+    for (const Value* r : op.results)
+      if (!lastUse.count(r) && op.kind != OpKind::Param) live -= bytesOf(r->type);
   }
   return c;
 }

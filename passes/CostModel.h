@@ -9,6 +9,8 @@
 //   collectives  per kind: calls and bytes one rank sends, by the ring
 //                algorithm's volumes (all_gather (n-1)B, all_reduce 2(n-1)/n B,
 //                reduce_scatter and all_to_all (n-1)/n B, B = the local input)
+// A loop counts its body's flops and collectives once per iteration (x trip),
+// and its body's peak on top of the values live at the loop (an upper bound).
 #pragma once
 #include <cstdint>
 #include <map>

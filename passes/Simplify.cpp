@@ -106,6 +106,10 @@ int eliminateCommonSubexpressions(ir::Function& f) {
       ++removed;
       continue;
     }
+    if (op->body) {  // a loop: its body is not part of the key, so it is never merged
+      kept.push_back(std::move(op));
+      continue;
+    }
     auto [it, fresh] = seen.emplace(keyOf(*op), op->result);
     if (fresh) {
       kept.push_back(std::move(op));
@@ -124,7 +128,9 @@ int eliminateDeadCode(ir::Function& f) {
   std::set<const ir::Value*> live(f.results.begin(), f.results.end());
   std::vector<bool> keep(f.ops.size(), false);
   for (size_t i = f.ops.size(); i-- > 0;) {
-    if (!live.count(f.ops[i]->result)) continue;
+    bool used = false;  // a loop is kept when any of its results is
+    for (const ir::Value* r : f.ops[i]->results) used |= live.count(r) > 0;
+    if (!used) continue;
     keep[i] = true;
     for (const ir::Value* v : f.ops[i]->operands) live.insert(v);
   }
@@ -141,7 +147,10 @@ int eliminateDeadCode(ir::Function& f) {
 }  // namespace
 
 int simplify(ir::Function& f) {
-  int removed = eliminateCommonSubexpressions(f);
+  int removed = 0;
+  for (auto& op : f.ops)
+    if (op->body) removed += simplify(*op->body);
+  removed += eliminateCommonSubexpressions(f);
   removed += eliminateDeadCode(f);
   if (removed) f.renumber();
   return removed;
