@@ -366,6 +366,108 @@ TEST_CASE("loop: gradient through a nested loop and an i32 carried counter") {
   check(args[1], r[3], "ds");
 }
 
+// Checks every f32 argument's gradient of `f` (loss = its first result,
+// an f32 scalar) against central finite differences; returns the gradients.
+static std::vector<Tensor> checkArgGradients(ir::Function& f, std::vector<Tensor> args) {
+  ir::Module m;
+  std::unique_ptr<ir::Function> fwd = f.clone();
+  passes::Gradients g = passes::appendGradient(m, f, f.results[0], {}, true);
+  Value* loss = f.results[0];
+  f.results = {loss};
+  for (Value* v : g.args)
+    if (v) f.results.push_back(v);
+  std::string err = ir::verifyFunction(m, f);
+  REQUIRE_MESSAGE(err.empty(), err);
+  std::vector<Tensor> r = interpret(f, args, KernelContext{});
+  auto lossAt = [&] { return interpret(*fwd, args, KernelContext{}).at(0).item(); };
+  CHECK(r[0].item() == lossAt());
+  size_t k = 1;
+  for (size_t a = 0; a < args.size(); ++a) {
+    if (args[a].dtype() != DType::F32) continue;
+    Tensor& t = args[a];
+    const Tensor& gr = r[k++];
+    for (int64_t e = 0; e < t.size(); ++e) {
+      float x0 = t.f32()[e];
+      float h = 1e-2f * std::max(1.0f, std::fabs(x0));
+      t.f32()[e] = x0 + h;
+      double lp1 = lossAt();
+      t.f32()[e] = x0 - h;
+      double lm1 = lossAt();
+      t.f32()[e] = x0;
+      double fd = (lp1 - lm1) / (2.0 * (double)h), ad = gr.at(e);
+      INFO("argument " << a << " element " << e << ": autodiff " << ad << ", finite difference " << fd);
+      CHECK(std::fabs(ad - fd) <= 1e-3 + 1e-2 * std::fabs(fd));
+    }
+  }
+  return r;
+}
+
+TEST_CASE("loop gradients: reverse loops, unused outputs, a stacked input read whole") {
+  // Body: (i, h: f32[3], w: f32[4, 3], v: f32[4, 3]) ->
+  //   (h' = sigmoid(h * w[i] + sum(v) ), y = h' * v[i])
+  // v has one row per iteration but is also read whole (sum), so its
+  // gradient is summed, not stacked; w's is stacked.
+  auto build = [](bool reverse, bool useOutputs) {
+    auto f = std::make_unique<ir::Function>();
+    f->name = "g";
+    Value* x = f->addArg(TensorType{DType::F32, {3}});
+    Value* w = f->addArg(TensorType{DType::F32, {4, 3}});
+    Value* v = f->addArg(TensorType{DType::F32, {4, 3}});
+    auto body = std::make_unique<ir::Function>();
+    ir::Function& B = *body;
+    Value* i = B.addArg(TensorType{DType::I32, {}});
+    Value* h = B.addArg(x->type);
+    Value* wb = B.addArg(w->type);
+    Value* vb = B.addArg(v->type);
+    Value* pre = op(B, OpKind::Add, {op(B, OpKind::Mul, {h, op(B, OpKind::DynamicIndex, {wb, i})}),
+                                     op(B, OpKind::Mul, {sumAll(B, vb), constant(B, 0.1)})});
+    Value* h2 = op(B, OpKind::Sigmoid, {pre});
+    B.results = {h2, op(B, OpKind::Mul, {h2, op(B, OpKind::DynamicIndex, {vb, i})})};
+    ir::Op* lp = loop(*f, {x, w, v}, 1, 4, std::move(body), reverse);
+    Value* loss = sumAll(*f, op(*f, OpKind::Mul, {lp->results[0], lp->results[0]}));
+    if (useOutputs) loss = op(*f, OpKind::Add, {loss, sumAll(*f, op(*f, OpKind::Tanh, {lp->results[1]}))});
+    f->results = {loss};
+    return f;
+  };
+  std::vector<Tensor> args = {rnd({3}, -1, 1, 11), rnd({4, 3}, -1.5, 1.5, 12), rnd({4, 3}, -1, 1, 13)};
+  for (bool reverse : {false, true})
+    for (bool useOutputs : {true, false}) {
+      CAPTURE(reverse);
+      CAPTURE(useOutputs);
+      auto f = build(reverse, useOutputs);
+      checkArgGradients(*f, args);
+      // The backward loop runs the other way; w's gradient is stacked (one
+      // per-iteration output), v's summed in a carried accumulator.
+      const ir::Op* back = nullptr;
+      for (auto& o : f->ops)
+        if (o->kind == OpKind::Loop) back = o.get();
+      REQUIRE(back);
+      ir::LoopInfo li(*back);
+      CHECK(li.reverse == !reverse);
+      CHECK(li.carried == 2);  // h's adjoint, v's accumulator
+      CHECK(li.outputs == 1);  // w's rows
+    }
+}
+
+TEST_CASE("gradients of dynamic_index and dynamic_update") {
+  // loss = sum(tanh(dynamic_update(x, u * dynamic_index(x, 2), 1)) * k)
+  ir::Function f;
+  f.name = "d";
+  Value* x = f.addArg(TensorType{DType::F32, {3, 2}});
+  Value* u = f.addArg(TensorType{DType::F32, {2}});
+  Value* k = f.addArg(TensorType{DType::F32, {3, 2}});
+  Value* i1 = constant(f, 1, DType::I32);
+  Value* i2 = constant(f, 2, DType::I32);
+  Value* row = op(f, OpKind::Mul, {u, op(f, OpKind::DynamicIndex, {x, i2})});
+  Value* y = op(f, OpKind::Tanh, {op(f, OpKind::DynamicUpdate, {x, row, i1})});
+  f.results = {sumAll(f, op(f, OpKind::Mul, {y, k}))};
+  std::vector<Tensor> r =
+      checkArgGradients(f, {rnd({3, 2}, -1, 1, 21), rnd({2}, -1, 1, 22), rnd({3, 2}, -1, 1, 23)});
+  // Row 1 of x is overwritten: its gradient is exactly zero.
+  CHECK(r[1].at(2) == 0.0);
+  CHECK(r[1].at(3) == 0.0);
+}
+
 TEST_CASE("dynamic_index and dynamic_update kernels") {
   ir::Function f;
   f.name = "d";
