@@ -99,4 +99,36 @@ void gradDynamicUpdate(GradBuilder& b, const Op& op, Value* g, std::vector<Value
   if (b.wants(1)) og[1] = b.op(OpKind::DynamicIndex, {g, i});
 }
 
+// x: [s, 1, .., r-1] with s unsplittable; the row (result of dynamic_index,
+// operand u of dynamic_update): [1, .., r-1]; the index: no dims.
+static DimLabels indexedLabels(const Op& op, std::vector<int>& row) {
+  DimLabels L;
+  const int r = op.operands[0]->type.rank();
+  std::vector<int> x{0};
+  L.unsplittable.insert(0);
+  for (int d = 1; d < r; ++d) {
+    x.push_back(d);
+    row.push_back(d);
+  }
+  L.operands.push_back(x);
+  return L;
+}
+
+DimLabels shardDynamicIndex(const Op& op) {
+  std::vector<int> row;
+  DimLabels L = indexedLabels(op, row);
+  L.operands.push_back({});  // i
+  L.result = row;
+  return L;
+}
+
+DimLabels shardDynamicUpdate(const Op& op) {
+  std::vector<int> row;
+  DimLabels L = indexedLabels(op, row);
+  L.result = L.operands[0];
+  L.operands.push_back(row);  // u
+  L.operands.push_back({});   // i
+  return L;
+}
+
 }  // namespace gsl::ir

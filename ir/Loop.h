@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ir/Function.h"
+#include "ir/ShardRules.h"
 
 namespace gsl::ir {
 
@@ -53,5 +54,11 @@ std::string ruleDynamicIndex(const std::vector<TensorType>& in, AttrMap& attrs, 
 std::string ruleDynamicUpdate(const std::vector<TensorType>& in, AttrMap& attrs, TensorType& out);
 void gradDynamicIndex(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& operandGrads);
 void gradDynamicUpdate(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& operandGrads);
+
+// Their sharding rules (dimension labels, ir/ShardRules.h): dim 0 of x, the
+// indexed dim, may not be split (a rank would need another's row); every
+// other dim of x is the same dim of the row and of the result.
+DimLabels shardDynamicIndex(const Op& op);
+DimLabels shardDynamicUpdate(const Op& op);
 
 }  // namespace gsl::ir

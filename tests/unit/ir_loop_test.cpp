@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <memory>
+#include <set>
 #include <string>
 
 #include "ir/IRParser.h"
@@ -134,6 +135,28 @@ TEST_CASE("loop IR: dynamic_index and dynamic_update type rules") {
         "dynamic_update of f32[4, 2] needs a row of type f32[2], got f32[3]");
   CHECK(inferType(OpKind::DynamicUpdate, {{DType::F32, {4, 2}}, {DType::F32, {2}}, {DType::F32, {}}}, at, out) ==
         "dynamic_update needs an i32 scalar index, got f32");
+}
+
+TEST_CASE("loop IR: sharding rules of dynamic_index and dynamic_update") {
+  Function f;
+  Value* x = f.addArg(TensorType{DType::F32, {4, 6, 8}});
+  Value* u = f.addArg(TensorType{DType::F32, {6, 8}});
+  Value* i = f.addArg(TensorType{DType::I32, {}});
+  Op* di = f.append(OpKind::DynamicIndex, {x, i}, {}, TensorType{DType::F32, {6, 8}});
+  DimLabels L = shardDynamicIndex(*di);
+  REQUIRE(L.operands.size() == 2);
+  REQUIRE(L.operands[0].size() == 3);
+  CHECK(L.operands[1].empty());
+  CHECK(L.unsplittable == std::set<int>{L.operands[0][0]});
+  CHECK(L.result == std::vector<int>{L.operands[0][1], L.operands[0][2]});
+  CHECK(!L.partialSum);
+  Op* du = f.append(OpKind::DynamicUpdate, {x, u, i}, {}, x->type);
+  L = shardDynamicUpdate(*du);
+  REQUIRE(L.operands.size() == 3);
+  CHECK(L.result == L.operands[0]);
+  CHECK(L.operands[1] == std::vector<int>{L.operands[0][1], L.operands[0][2]});
+  CHECK(L.operands[2].empty());
+  CHECK(L.unsplittable == std::set<int>{L.operands[0][0]});
 }
 
 TEST_CASE("loop IR: parser errors") {
