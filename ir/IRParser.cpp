@@ -215,6 +215,7 @@ class Parser {
   std::string err_;
   Module* mod_ = nullptr;
   bool haveNp_ = false;
+  int depth_ = 0;  // loop bodies being parsed
 
   const Token& peek(size_t k = 0) const {
     size_t i = p_ + k;
@@ -707,6 +708,7 @@ class Parser {
     for (;;) {
       const Token& idTok = peek();
       if (idTok.kind != Tok::ValueId) return expected("a result '%ID'");
+      if (scope.ids->count(idTok.text)) return fail(idTok, "%" + idTok.text + " is defined twice");
       next();
       ids.push_back(&idTok);
       if (!isPunct(",")) break;
@@ -829,6 +831,18 @@ class Parser {
 
   // `{ body(%i: i32, ...): OPS yield %a, ... }` after a loop's types.
   bool parseBody(Function& body, Scope& outer) {
+    // Bodies are parsed recursively: a bound keeps hostile input from
+    // exhausting the stack.
+    constexpr int kMaxDepth = 64;
+    if (depth_ >= kMaxDepth)
+      return fail(peek(), "loops are nested more than " + std::to_string(kMaxDepth) + " deep");
+    ++depth_;
+    bool ok = parseBodyContents(body, outer);
+    --depth_;
+    return ok;
+  }
+
+  bool parseBodyContents(Function& body, Scope& outer) {
     if (!expectPunct("{")) return false;
     if (!isIdent("body")) return expected("'body(...)'");
     next();

@@ -5,6 +5,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "ir/IRParser.h"
 #include "ir/Loop.h"
@@ -266,6 +267,39 @@ TEST_CASE("loop IR: verifier errors on IR built by a pass") {
     f.addResult(f.ops[1].get(), TensorType{DType::F32, {}});
     CHECK(verify(*m) == "function @f: %3 = constant: has 2 results (only a loop has several)");
   }
+}
+
+TEST_CASE("loop IR: nesting is bounded") {
+  // A loop nested `depth` deep, each level carrying one f32.
+  auto nested = [](int depth) {
+    std::string s = "np = 1\n\nfunc @n(%0: f32) -> (f32) {\n";
+    int id = 1;
+    std::string indent = "  ";
+    std::vector<int> yields;
+    int carried = 0;
+    for (int d = 0; d < depth; ++d) {
+      int res = id++, i = id++, c = id++;
+      s += indent + "%" + std::to_string(res) + " = loop %" + std::to_string(carried) +
+           " {carried = 1, trip = 2} : f32 {\n";
+      if (depth <= 64) indent += "  ";  // (the printed layout; the parser needs none)
+      s += indent + "body(%" + std::to_string(i) + ": i32, %" + std::to_string(c) + ": f32):\n";
+      yields.push_back(res);
+      carried = c;
+    }
+    int last = carried;
+    for (int d = depth - 1; d >= 0; --d) {
+      s += indent + "yield %" + std::to_string(last) + "\n";
+      if (depth <= 64) indent.resize(indent.size() - 2);
+      s += indent + "}\n";
+      last = yields[d];
+    }
+    s += "  return %" + std::to_string(last) + "\n}\n";
+    return s;
+  };
+  std::string ok = nested(64);
+  CHECK(roundTrip(ok) == ok);
+  CHECK(parseError(nested(65)).find("loops are nested more than 64 deep") != std::string::npos);
+  CHECK(parseError(nested(100000)).find("loops are nested more than 64 deep") != std::string::npos);
 }
 
 TEST_CASE("loop IR: truncations and mutations never crash") {
