@@ -585,8 +585,8 @@ static std::vector<OpInfo> makeTable() {
       {K::Broadcast, "broadcast", "broadcast", C::DataMovement, {X, {"shape", A::Ints}}, ruleBroadcast, gradBroadcast, shardBroadcasting, partitionLocalShape},
       {K::OneHot, "one_hot", "one_hot", C::DataMovement, {{"i", A::Tensor}, {"n", A::Int}}, ruleOneHot, nullptr, shardOneHot, partitionLocal, L::Natural, nullptr, NotDifferentiable},
       {K::Take, "take", "take", C::DataMovement, {{"table", A::Tensor}, {"idx", A::Tensor}}, ruleTake, gradTake, shardTake, partitionLocal},
-      {K::DynamicIndex, "dynamic_index", nullptr, C::DataMovement, {X, {"i", A::Tensor}}, ruleDynamicIndex, gradDynamicIndex, nullptr, nullptr},
-      {K::DynamicUpdate, "dynamic_update", nullptr, C::DataMovement, {X, {"u", A::Tensor}, {"i", A::Tensor}}, ruleDynamicUpdate, gradDynamicUpdate, nullptr, nullptr},
+      {K::DynamicIndex, "dynamic_index", nullptr, C::DataMovement, {X, {"i", A::Tensor}}, ruleDynamicIndex, gradDynamicIndex, shardDynamicIndex, partitionLocal},
+      {K::DynamicUpdate, "dynamic_update", nullptr, C::DataMovement, {X, {"u", A::Tensor}, {"i", A::Tensor}}, ruleDynamicUpdate, gradDynamicUpdate, shardDynamicUpdate, partitionLocal},
       {K::RandomUniform, "random_uniform", "random_uniform", C::Source, {{"shape", A::Ints}, {"seed", A::Tensor}}, ruleRandom, nullptr, shardRandom, partitionRandom},
       // Collectives: no surface builtin; the args list their IR attributes.
       {K::AllReduce, "all_reduce", nullptr, C::Collective, {X, MESH, AXES, {"reduce", A::String, std::string("sum")}}, ruleAllReduce, nullptr, nullptr, nullptr, L::Natural, volumeAllReduce},
@@ -595,9 +595,10 @@ static std::vector<OpInfo> makeTable() {
       {K::AllToAll, "all_to_all", nullptr, C::Collective, {X, MESH, AXES, N, {"split_dim", A::Int}, {"concat_dim", A::Int}}, ruleAllToAll, nullptr, nullptr, nullptr, L::Natural, volumeAllBlocksButOne},
       {K::CollectivePermute, "collective_permute", nullptr, C::Collective, {X, MESH, AXES, N, {"perm", A::Ints}}, rulePermute, nullptr, nullptr, nullptr, L::Natural, volumeWhole},
       {K::ShardSlice, "shard_slice", nullptr, C::Collective, {X, MESH, AXES, N, {"dim", A::Int}}, ruleScatterLike, nullptr, nullptr, nullptr, L::Natural, nullptr, NoCommunication},
-      // loop: typed by inferLoopTypes from its body, differentiated by the
-      // autodiff pass itself (ir/Loop.h).
-      {K::Loop, "loop", nullptr, C::Control, {{"operands", A::Variadic}, {"trip", A::Int}, {"carried", A::Int}, {"reverse", A::Bool, std::nullopt, true}}, nullptr, nullptr, nullptr, nullptr},
+      // loop: an op with a body (HasBody): typed by inferLoopTypes, differentiated
+      // by the autodiff pass, propagated and partitioned by those passes from
+      // its body (ir/Loop.h, docs/loops.md); its row has no rule columns.
+      {K::Loop, "loop", nullptr, C::Control, {{"operands", A::Variadic}, {"trip", A::Int}, {"carried", A::Int}, {"reverse", A::Bool, std::nullopt, true}}, nullptr, nullptr, nullptr, nullptr, L::Natural, nullptr, HasBody},
   };
   for (size_t i = 0; i < t.size(); ++i)
     GSL_ASSERT((size_t)t[i].kind == i, std::string("op table out of order at ") + t[i].mnemonic);

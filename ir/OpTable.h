@@ -47,9 +47,9 @@ namespace gsl::ir {
   X(Sum) X(Mean) X(Max) X(Min) X(ArgMax) X(Softmax) X(LogSoftmax)          \
   X(LayerNorm) X(CumSum)                                                    \
   X(Reshape) X(Transpose) X(Concat) X(Slice) X(Broadcast) X(OneHot)         \
-  X(Take) X(DynamicIndex) X(DynamicUpdate) X(RandomUniform)                \
+  X(Take) X(DynamicIndex) X(DynamicUpdate) X(RandomUniform)                 \
   X(AllReduce) X(AllGather) X(ReduceScatter) X(AllToAll)                    \
-  X(CollectivePermute) X(ShardSlice)                                       \
+  X(CollectivePermute) X(ShardSlice)                                        \
   X(Loop)
 
 enum class OpKind {
@@ -66,7 +66,8 @@ enum class OpClass {
   Contraction,     // matmul, einsum
   Reduction,       // sum/mean/max/min over `axes`, argmax over `axis`
   Normalization,   // softmax, log_softmax, layer_norm, cumsum: shape-preserving along axes
-  DataMovement,    // reshape, transpose, concat, slice, broadcast, one_hot, take
+  DataMovement,    // reshape, transpose, concat, slice, broadcast, one_hot, take,
+                   // dynamic_index, dynamic_update
   Collective,      // per-rank programs only: communication between ranks and
                    // the rank-dependent local slice (see below)
   Control,         // loop: several results and a body (ir/Loop.h, docs/loops.md)
@@ -153,6 +154,11 @@ enum OpTrait : unsigned {
   NotDifferentiable = 1u << 0,  // no gradient rule although its class has them
                                 // (comparisons, logic, mod, argmax, one_hot)
   NoCommunication = 1u << 1,    // a collective that moves no data (shard_slice)
+  HasBody = 1u << 2,            // an op with a body (loop, class Control): no
+                                // type, gradient, sharding or partition rule;
+                                // the passes derive all four from its body
+                                // (ir/Loop.h: inferLoopTypes, the autodiff,
+                                // propagation and partitioner loop code)
 };
 
 struct OpInfo {

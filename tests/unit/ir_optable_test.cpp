@@ -27,6 +27,17 @@ std::vector<std::string> rowProblems(const OpInfo& o) {
     p.push_back(std::string("op '") + (o.mnemonic ? o.mnemonic : "?") + "': " + column + ": " + why);
   };
   if (!o.mnemonic || !*o.mnemonic) bad("mnemonic", "missing");
+  // An op with a body (loop): the passes derive its type, gradient, sharding
+  // and partitioning from the body, so the row declares HasBody and has none
+  // of those columns; only class Control ops have bodies.
+  if (o.has(HasBody) != (o.cls == OpClass::Control))
+    bad("traits", "HasBody is declared exactly by the ops of class Control");
+  if (o.has(HasBody)) {
+    if (o.infer || o.grad || o.shard || o.partition)
+      bad("traits", "declared HasBody but has a type, gradient, sharding or partition rule");
+    if (o.volume) bad("volume", "an op that is not a collective has a byte volume");
+    return p;
+  }
   // Type rule: every op but the sources whose type is given (param, constant).
   if (!o.infer && o.cls != OpClass::Source) bad("infer", "no type rule");
   // Gradient rule: every op of a differentiable class, unless declared
@@ -135,6 +146,33 @@ TEST_CASE("the row check names the op and the column a row lacks") {
   CHECK_EQ(join(rowProblems(noVolume)),
            "op 'all_gather': volume: a collective without a byte volume (declare NoCommunication if it moves no "
            "data)\n");
+}
+
+TEST_CASE("the loop row declares HasBody; dynamic_index/dynamic_update have full rows") {
+  const OpInfo& loop = opInfo(OpKind::Loop);
+  CHECK(loop.cls == OpClass::Control);
+  CHECK(loop.has(HasBody));
+  CHECK(rowProblems(loop).empty());
+  OpInfo typed = loop;
+  typed.shard = shardSource;
+  CHECK_EQ(join(rowProblems(typed)),
+           "op 'loop': traits: declared HasBody but has a type, gradient, sharding or partition rule\n");
+  OpInfo undeclared = loop;
+  undeclared.traits = NoTraits;
+  CHECK_EQ(join(rowProblems(undeclared)),
+           "op 'loop': traits: HasBody is declared exactly by the ops of class Control\n"
+           "op 'loop': infer: no type rule\n"
+           "op 'loop': grad: no gradient rule (declare NotDifferentiable if none by design)\n"
+           "op 'loop': shard: no sharding rule\n"
+           "op 'loop': partition: no local-partitioning rule\n");
+  for (auto k : {OpKind::DynamicIndex, OpKind::DynamicUpdate}) {
+    INFO(opName(k));
+    const bool hasShard = opInfo(k).shard != nullptr, local = opInfo(k).partition == &partitionLocal,
+               hasGrad = opInfo(k).grad != nullptr;
+    CHECK(hasShard);
+    CHECK(local);
+    CHECK(hasGrad);
+  }
 }
 
 TEST_CASE("byte volumes of the collectives (ring algorithm, B = the local input)") {
