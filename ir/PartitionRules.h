@@ -13,9 +13,11 @@
 // mean, a param read at its storage sharding). The partitioner itself holds
 // no per-op code. Collectives have no rule: they are made by partitioning.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "ir/Function.h"
 #include "ir/Op.h"
 #include "ir/Sharding.h"
 
@@ -62,6 +64,12 @@ class LocalBuilder {
   virtual Sharding paramStorage(const std::string& name) = 0;
   // Records the local result of the op being partitioned.
   virtual void setResult(LocalValue l) = 0;
+  // For a loop (partitioned by passes/LoopPartition, not by a rule):
+  // appends the per-rank loop with its local body and result types, and
+  // records its local results, one per result of the global loop.
+  virtual Op* emitLoop(std::vector<Value*> operands, AttrMap attrs, const std::vector<TensorType>& types,
+                       std::unique_ptr<Function> body) = 0;
+  virtual void setResults(std::vector<LocalValue> ls) = 0;
   // Records `v` (the local op made from `p`) as the result, laid out as
   // p.result (checks its shape against p.localShape).
   virtual void finish(const Op& op, const LocalPlan& p, Value* v) = 0;

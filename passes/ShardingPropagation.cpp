@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "ir/Loop.h"
 #include "ir/ShardRules.h"
 
 namespace gsl::passes {
@@ -59,7 +60,142 @@ struct Propagator {
           out[(*labels)[d]] = s->dims[d];
   }
 
+  // ---- loops (docs/loops.md, "Sharding propagation")
+  // Outside its body a loop relates only carried operand j and carried
+  // result j (they have one sharding); its body is propagated once, by
+  // propagateBody, after the enclosing function's own fixed point.
+  std::set<const Op*> bodiesDone;
+
+  bool forwardLoop(Op& op) {
+    const LoopInfo info(op);
+    bool changed = false;
+    for (size_t j = 0; j < info.carried; ++j) {
+      Value *in = op.operands[j], *out = op.results[j];
+      if (out->sharding || !in->sharding) continue;
+      out->sharding = in->sharding;
+      out->shardingVia = &op;
+      out->shardingSource = in;
+      changed = true;
+    }
+    return changed;
+  }
+
+  bool backwardLoop(Op& op) {
+    const LoopInfo info(op);
+    bool changed = false;
+    for (size_t j = 0; j < info.carried; ++j) {
+      Value *in = op.operands[j], *out = op.results[j];
+      if (in->sharding || !out->sharding) continue;
+      in->sharding = out->sharding;
+      in->shardingVia = &op;
+      in->shardingSource = out;
+      changed = true;
+    }
+    return changed;
+  }
+
+  // Whether body argument `a` is read only as row i of itself
+  // (dynamic_index(a, i), i the iteration index): a stacked layer weight.
+  static bool readByIteration(const Function& body, const Value* a) {
+    bool any = false;
+    for (const auto& o : body.ops)
+      for (size_t k = 0; k < o->operands.size(); ++k)
+        if (o->operands[k] == a) {
+          if (o->kind != OpKind::DynamicIndex || k != 0 || o->operands[1] != body.args[0]) return false;
+          any = true;
+        }
+    for (const Value* r : body.results)
+      if (r == a) return false;
+    return any;
+  }
+
+  // A fresh copy of `pristine` (the body before propagation) with its
+  // arguments and results constrained, propagated.
+  std::unique_ptr<Function> trialBody(const Function& pristine, const Op& op, const LoopInfo& info,
+                                      const std::vector<std::optional<Sharding>>& carried) {
+    auto b = pristine.clone();
+    b->resultShardings.assign(b->results.size(), std::nullopt);
+    for (size_t k = 0; k < op.operands.size(); ++k) {
+      Value* a = b->args[k + 1];
+      if (a->sharding) continue;  // annotated in the body
+      a->sharding = k < info.carried ? carried[k] : op.operands[k]->sharding;
+      // A stacked weight split along its stacked dim (annotated so) enters
+      // the body with that dim whole: gathered once before the loop, not in
+      // every iteration (dynamic_index never reads a split dim 0).
+      if (k >= info.carried && a->sharding && a->type.rank() > 0 && !a->sharding->dims[0].empty() &&
+          readByIteration(pristine, pristine.args[k + 1])) {
+        Sharding t = *a->sharding;
+        t.dims[0].clear();
+        a->sharding = t;
+      }
+    }
+    for (size_t j = 0; j < info.carried; ++j) b->resultShardings[j] = carried[j];
+    // A stacked output's users propose the row's sharding (dim 0 dropped).
+    for (size_t m = 0; m < info.outputs; ++m) {
+      const auto& s = op.results[info.carried + m]->sharding;
+      if (!s) continue;
+      Sharding row = *s;
+      if (!row.dims.empty()) row.dims.erase(row.dims.begin());
+      b->resultShardings[info.carried + m] = row;
+    }
+    propagateShardings(mod, *b);
+    return b;
+  }
+
+  // The body's shardings are the same in every iteration: carried value j
+  // enters and leaves the body with one sharding S_j (the operand's, else
+  // the result's users', else what the body gives it from an unconstrained
+  // entry: a fixed point over the carried values); invariants enter as
+  // their operands lie. Stacked outputs are their rows' shardings with the
+  // stacked dim 0 unsplit (it is never split unless annotated).
+  void propagateBody(Op& op) {
+    const LoopInfo info(op);
+    std::vector<std::optional<Sharding>> carried(info.carried);
+    for (size_t j = 0; j < info.carried; ++j) {
+      if (op.operands[j]->sharding) carried[j] = op.operands[j]->sharding;
+      else if (op.results[j]->sharding) carried[j] = op.results[j]->sharding;
+      else if (op.body->args[j + 1]->sharding) carried[j] = op.body->args[j + 1]->sharding;
+    }
+    std::unique_ptr<Function> pristine = op.body->clone();
+    std::unique_ptr<Function> b;
+    for (size_t round = 0; round <= info.carried; ++round) {
+      b = trialBody(*pristine, op, info, carried);
+      bool changed = false;
+      for (size_t j = 0; j < info.carried; ++j)
+        if (!carried[j] && b->results[j]->sharding) {
+          carried[j] = b->results[j]->sharding;
+          changed = true;
+        }
+      if (!changed) break;
+    }
+    // Carried values nothing reached stay replicated, as a fixed point.
+    for (size_t j = 0; j < info.carried; ++j) {
+      if (!carried[j]) continue;
+      b->args[j + 1]->sharding = carried[j];
+      b->resultShardings[j] = carried[j];
+    }
+    op.body = std::move(b);
+    for (size_t j = 0; j < info.carried; ++j)
+      for (Value* v : {op.operands[j], op.results[j]})
+        if (!v->sharding && carried[j]) {
+          v->sharding = carried[j];
+          v->shardingVia = &op;
+        }
+    for (size_t m = 0; m < info.outputs; ++m) {
+      Value* out = op.results[info.carried + m];
+      const auto& row = op.body->results[info.carried + m]->sharding;
+      if (out->sharding || !row || row->mesh.empty()) continue;
+      Sharding s = *row;
+      s.partial.clear();
+      s.dims.insert(s.dims.begin(), std::vector<std::string>{});
+      out->sharding = s;
+      out->shardingVia = &op;
+      out->shardingSource = op.body->results[info.carried + m];
+    }
+  }
+
   bool forward(Op& op) {
+    if (op.kind == OpKind::Loop) return forwardLoop(op);
     if (op.result->sharding) return false;
     DimLabels L = dimLabels(op);
     std::string mesh;
@@ -85,6 +221,7 @@ struct Propagator {
   }
 
   bool backward(Op& op) {
+    if (op.kind == OpKind::Loop) return backwardLoop(op);
     if (!op.result->sharding || op.result->sharding->mesh.empty()) return false;
     bool changed = false;
     DimLabels L = dimLabels(op);
@@ -112,6 +249,19 @@ struct Propagator {
       if (i < f.resultShardings.size() && f.resultShardings[i] && !f.results[i]->sharding &&
           f.results[i]->def)
         f.results[i]->sharding = f.resultShardings[i];
+    fixedPoint();
+    // Loop bodies, one at a time in program order, each after the fixed
+    // point has given its operands and users all it can; what a body gives
+    // its loop's results flows on in the next fixed point.
+    for (auto& op : f.ops)
+      if (op->kind == OpKind::Loop && !bodiesDone.count(op.get())) {
+        bodiesDone.insert(op.get());
+        propagateBody(*op);
+        fixedPoint();
+      }
+  }
+
+  void fixedPoint() {
     for (size_t round = 0; round <= f.ops.size() + 1; ++round) {
       bool changed = false;
       for (auto& op : f.ops) changed |= forward(*op);

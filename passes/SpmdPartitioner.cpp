@@ -7,6 +7,7 @@
 #include "ir/PartitionRules.h"
 #include "ir/ShardRules.h"
 #include "passes/CostModel.h"
+#include "passes/LoopPartition.h"
 #include "support/Diagnostics.h"
 
 namespace gsl::passes {
@@ -336,6 +337,14 @@ class Partitioner : public LocalBuilder {
     return normalize(p->sharding, p->type.rank());
   }
   void setResult(LocalValue l) override { map_[cur_->result] = l; }
+  Op* emitLoop(std::vector<Value*> operands, AttrMap attrs, const std::vector<TensorType>& types,
+               std::unique_ptr<Function> body) override {
+    return out_->appendMulti(OpKind::Loop, std::move(operands), std::move(attrs), types, std::move(body), cur_->loc);
+  }
+  void setResults(std::vector<LocalValue> ls) override {
+    GSL_ASSERT(ls.size() == cur_->results.size(), "partitioner: wrong number of local results");
+    for (size_t k = 0; k < ls.size(); ++k) map_[cur_->results[k]] = ls[k];
+  }
 
   LocalPlan plan(const Op& op) override {
     DimLabels L = dimLabels(op);
@@ -380,6 +389,12 @@ class Partitioner : public LocalBuilder {
   // Partitions one op by its row's partition rule.
   void partitionOp(const Op& op) {
     const OpInfo& info = op.info();
+    if (op.kind == OpKind::Loop) {  // an op with a body: passes/LoopPartition
+      cur_ = &op;
+      partitionLoop(mod_, *this, op);
+      for (const Value* r : op.results) GSL_ASSERT(map_.count(r), "partitioner: a loop result has no local value");
+      return;
+    }
     GSL_ASSERT(info.partition, std::string("op '") + info.mnemonic + "' has no partition rule");
     cur_ = &op;
     decided_ = normalize(op.result->sharding, op.result->type.rank());

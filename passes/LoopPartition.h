@@ -1,0 +1,19 @@
+// SPMD partitioning of a `loop` op (docs/loops.md, "Partitioning"): the
+// body is partitioned ONCE, as a function of its own, so the collectives
+// its ops need are inside the body and run in every iteration; the
+// per-rank loop carries local types. Called by passes/SpmdPartitioner for
+// loop ops (the only op kind it does not partition by a table rule).
+#pragma once
+#include "ir/Module.h"
+#include "ir/PartitionRules.h"
+
+namespace gsl::passes {
+
+// Appends, through `b`, the per-rank loop of global loop `op` (whose body
+// has been through sharding propagation): operands resharded to the body
+// arguments' shardings, the body partitioned with its carried results
+// resharded to the carried arguments' shardings, and records the loop's
+// local results (stacked outputs lie as their rows, dim 0 unsplit).
+void partitionLoop(const ir::Module& m, ir::LocalBuilder& b, const ir::Op& op);
+
+}  // namespace gsl::passes
