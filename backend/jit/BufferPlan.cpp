@@ -27,7 +27,7 @@ bool readsThroughTrees(OpKind k) { return isElementwise(k) || isPlainReduction(k
 // Ops that must run even when their result is unused: they can fail (take)
 // or communicate with other ranks (collectives).
 bool mustRun(const ir::Op& op) {
-  return op.kind == OpKind::Take || op.info().cls == OpClass::Collective;
+  return op.kind == OpKind::Take || op.info().cls == OpClass::Collective || op.kind == OpKind::Loop;
 }
 
 // Offsets in one arena; freed blocks are reused (best fit) and coalesced.
@@ -203,6 +203,14 @@ void assignStorage(const ir::Function& f, const ResultIndex& resultIndex, Buffer
   for (IRValue a : f.args) p.storage[a] = {Storage::Input, a->argIndex};
   for (size_t i = 0; i < n; ++i) {
     const ir::Op& op = *f.ops[i];
+    if (op.kind == OpKind::Loop) {  // several results, each its own buffer (LowerLoop.cpp)
+      for (IRValue r : op.results) {
+        auto result = resultIndex.find(r);
+        if (result != resultIndex.end()) p.storage[r] = {Storage::Output, result->second};
+        else p.storage[r].kind = Storage::Workspace;
+      }
+      continue;
+    }
     IRValue v = op.result;
     Storage& s = p.storage[v];
     if (!p.live[i] || p.fused[i]) continue;
@@ -246,8 +254,10 @@ std::unordered_map<IRValue, size_t> lastReaders(const ir::Function& f, const Use
   std::unordered_map<IRValue, size_t> lastUse;
   for (size_t i = 0; i < n; ++i) {
     if (!p.live[i]) continue;
-    IRValue r = owner(f.ops[i]->result);
-    if (!lastUse.count(r)) lastUse[r] = root[i];
+    for (IRValue res : f.ops[i]->results) {  // one, but a loop's several
+      IRValue r = owner(res);
+      if (!lastUse.count(r)) lastUse[r] = root[i];
+    }
     for (IRValue v : f.ops[i]->operands) {
       IRValue o = owner(v);
       lastUse[o] = std::max(lastUse.count(o) ? lastUse[o] : 0, root[i]);
@@ -285,10 +295,12 @@ void assignOffsets(const ir::Function& f, const std::unordered_map<IRValue, size
   for (size_t i = 0; i < n; ++i) {
     if (!p.live[i] || p.fused[i]) continue;
     const ir::Op& op = *f.ops[i];
-    Storage& s = p.storage[op.result];
-    if (s.kind == Storage::Workspace) {
-      s.offset = arena.alloc(bytesOf(op.result));
-      freeAt[lastUse.at(op.result)].push_back(op.result);
+    for (IRValue r : op.results) {  // one, but a loop's several
+      Storage& s = p.storage[r];
+      if (s.kind == Storage::Workspace) {
+        s.offset = arena.alloc(bytesOf(r));
+        freeAt[lastUse.at(r)].push_back(r);
+      }
     }
     if (size_t t = tempBytes(op, p, i)) {
       p.temp[i] = arena.alloc(t);

@@ -29,6 +29,8 @@
 namespace gsl::backend::jit {
 
 class Emitter {
+  friend struct LoopLowering;  // LowerLoop.cpp: the loop op and its indexing ops
+
  protected:
   Emitter(const ir::Function& f, const BufferPlan& plan, const JitOptions& opts, llvm::Module& m);
 

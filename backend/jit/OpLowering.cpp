@@ -10,6 +10,9 @@
 //     constants; matmul and einsum: a vectorised GEMM kernel (batched over
 //     any strides; GemmKernel.cpp), or a loop nest for einsums that are not
 //     a GEMM.
+//   loops (LowerLoop.cpp): the body compiled once as a function of its
+//     own, run once per iteration by gsl_rt_loop; dynamic_index and
+//     dynamic_update as row copies.
 //   aliased (no code, no buffer; BufferPlan.h): reshape, slice of a
 //     contiguous block, params (read in place from the param store).
 //   called (extern "C", Runtime.cpp): param lookup, random_uniform
@@ -43,6 +46,7 @@
 #include <unordered_map>
 
 #include "backend/jit/GemmKernel.h"
+#include "backend/jit/LowerLoop.h"
 #include "support/Diagnostics.h"
 
 namespace gsl::backend::jit {
@@ -339,6 +343,9 @@ class OpLowering : public GemmEmitter {
       case OpKind::OneHot: return emitOneHot(op);
       case OpKind::Take: return emitTake(op);
       case OpKind::RandomUniform: return emitRandom(op);
+      case OpKind::Loop: return LoopLowering::emitLoop(*this, op);
+      case OpKind::DynamicIndex: return LoopLowering::emitDynamicIndex(*this, op);
+      case OpKind::DynamicUpdate: return LoopLowering::emitDynamicUpdate(*this, op);
       case OpKind::MatMul: return emitGemm(op, *plan_.gemm[opIndex_]);
       case OpKind::Einsum:
         if (plan_.gemm[opIndex_]) return emitGemm(op, *plan_.gemm[opIndex_]);

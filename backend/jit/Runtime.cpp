@@ -1,5 +1,6 @@
 // extern "C" helpers called from JIT-compiled code (see Runtime.h).
 #include "backend/jit/Runtime.h"
+#include "backend/jit/LowerLoop.h"
 
 // GCC 12 reports a spurious -Wmaybe-uninitialized inside Eigen's AVX-512
 // product kernel (as in backend/Kernels.cpp).
@@ -70,6 +71,7 @@ std::vector<std::pair<std::string, void*>> runtimeSymbols() {
       {"gsl_rt_take_error", (void*)&gsl_rt_take_error},
       {"gsl_rt_sgemm", (void*)&gsl_rt_sgemm},
       {"gsl_rt_pow_i32", (void*)&gsl_rt_pow_i32},
+      {"gsl_rt_loop", (void*)&gsl_rt_loop},
       // The C library functions LLVM lowers intrinsics and idioms to
       // (llvm.exp.f32 -> expf, frem -> fmodf, loop idioms -> memcpy/memset).
       {"expf", (void*)static_cast<float (*)(float)>(&::expf)},

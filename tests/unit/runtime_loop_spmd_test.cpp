@@ -213,3 +213,7 @@ void checkEquivalence(bool jit) {
 TEST_CASE("loop vs unrolled twin after partitioning, -np 1/2/4 on threads: interpreter") {
   checkEquivalence(false);
 }
+
+TEST_CASE("loop vs unrolled twin after partitioning, -np 1/2/4 on threads: JIT") {
+  checkEquivalence(true);
+}

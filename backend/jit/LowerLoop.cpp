@@ -1,0 +1,192 @@
+#include "backend/jit/LowerLoop.h"
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/GlobalVariable.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "backend/jit/Codegen.h"
+#include "backend/jit/OpLowering.h"
+#include "backend/jit/Runtime.h"
+#include "ir/Loop.h"
+#include "support/Diagnostics.h"
+
+namespace gsl::backend::jit {
+
+namespace {
+
+// An array of pointers in the entry block's stack frame, filled at the
+// builder's position.
+llvm::Value* pointerArray(llvm::IRBuilder<>& b, llvm::BasicBlock* entry, llvm::Type* ptrTy,
+                          const std::vector<llvm::Value*>& ps) {
+  llvm::IRBuilder<> eb(entry, entry->begin());
+  llvm::Value* a = eb.CreateAlloca(ptrTy, eb.getInt64(std::max<size_t>(ps.size(), 1)));
+  for (size_t k = 0; k < ps.size(); ++k) b.CreateStore(ps[k], b.CreateConstInBoundsGEP1_64(ptrTy, a, k));
+  return a;
+}
+
+}  // namespace
+
+void LoopLowering::emitLoop(Emitter& e, const ir::Op& op) {
+  for (IRValue r : op.results) e.bindStorage(r);
+  // The body: its own buffer plan and function, in the same module.
+  const std::string symbol = e.fn_->getName().str() + ".loop" + std::to_string(e.opIndex_);
+  const ir::Function& body = *op.body;
+  BufferPlan plan = planBuffers(body, e.opts_);
+  lowerOps(body, plan, e.opts_, symbol, e.m_);
+  llvm::Function* bodyFn = e.m_.getFunction(symbol);
+  GSL_ASSERT(bodyFn, "jit: the loop body was not lowered");
+  bodyFn->setLinkage(llvm::GlobalValue::InternalLinkage);
+  std::vector<int32_t> words;
+  for (const ResultSource& s : plan.results) {
+    words.push_back((int32_t)s.kind);
+    words.push_back(s.index);
+  }
+  if (words.empty()) words.push_back(0);
+  auto* init = llvm::ConstantDataArray::get(e.c_, llvm::ArrayRef<int32_t>(words));
+  auto* table = new llvm::GlobalVariable(e.m_, init->getType(), true, llvm::GlobalValue::PrivateLinkage, init,
+                                         symbol + ".results");
+  std::vector<llvm::Value*> ins, outs;
+  for (IRValue v : op.operands) ins.push_back(e.ptr(v));
+  for (IRValue v : op.results) outs.push_back(e.ptr(v));
+  llvm::Value* insA = pointerArray(e.b_, e.entry_, e.ptr_, ins);
+  llvm::Value* outsA = pointerArray(e.b_, e.entry_, e.ptr_, outs);
+  llvm::Value* st = e.b_.CreateCall(
+      e.helper("gsl_rt_loop", e.i32_, {e.ptr_, e.i64_, e.ptr_, e.ptr_, e.ptr_, e.i64_, e.ptr_}),
+      {e.ctx_, e.i64c(e.opIndex_), bodyFn, insA, outsA, e.i64c((int64_t)plan.peak), table});
+  e.checkStatus(st);
+}
+
+// Loads the i32 index operand and branches to the reference kernel (which
+// reports the internal error) when it is not a row of x; returns the index
+// as i64 with the builder in the in-range block.
+llvm::Value* LoopLowering::rowIndex(Emitter& e, const ir::Op& op, IRValue index, int64_t rows,
+                             llvm::BasicBlock*& done) {
+  llvm::Value* i = e.b_.CreateSExt(e.loadIn(e.i32_, e.ptr(index), e.i64c(0)), e.i64_);
+  auto* ok = llvm::BasicBlock::Create(e.c_, "row.ok", e.fn_);
+  auto* bad = llvm::BasicBlock::Create(e.c_, "row.bad", e.fn_);
+  done = llvm::BasicBlock::Create(e.c_, "row.done", e.fn_);
+  e.b_.CreateCondBr(e.b_.CreateICmpULT(i, e.i64c(rows)), ok, bad);
+  e.b_.SetInsertPoint(bad);
+  std::vector<llvm::Value*> ins;
+  for (IRValue v : op.operands) ins.push_back(e.ptr(v));
+  llvm::Value* st = e.b_.CreateCall(e.helper("gsl_rt_eval_op", e.i32_, {e.ptr_, e.i64_, e.ptr_, e.ptr_}),
+                                    {e.ctx_, e.i64c(e.opIndex_), pointerArray(e.b_, e.entry_, e.ptr_, ins),
+                                     e.ptr(op.result)});
+  e.checkStatus(st);
+  e.b_.CreateBr(done);
+  e.b_.SetInsertPoint(ok);
+  return i;
+}
+
+void LoopLowering::emitDynamicIndex(Emitter& e, const ir::Op& op) {
+  IRValue x = op.operands[0];
+  const int64_t rows = x->type.shape[0], row = op.result->type.numElements();
+  llvm::BasicBlock* done = nullptr;
+  llvm::Value* i = rowIndex(e, op, op.operands[1], rows, done);
+  llvm::Value* src = e.gep(e.i32_, e.ptr(x), e.b_.CreateMul(i, e.i64c(row)));
+  e.b_.CreateMemCpy(e.ptr(op.result), llvm::Align(4), src, llvm::Align(4), e.i64c(row * 4));
+  e.b_.CreateBr(done);
+  e.b_.SetInsertPoint(done);
+}
+
+void LoopLowering::emitDynamicUpdate(Emitter& e, const ir::Op& op) {
+  IRValue x = op.operands[0], u = op.operands[1];
+  const int64_t rows = x->type.shape[0], row = u->type.numElements();
+  llvm::BasicBlock* done = nullptr;
+  llvm::Value* i = rowIndex(e, op, op.operands[2], rows, done);
+  llvm::Value* out = e.ptr(op.result);
+  e.b_.CreateMemCpy(out, llvm::Align(4), e.ptr(x), llvm::Align(4), e.i64c(rows * row * 4));
+  e.b_.CreateMemCpy(e.gep(e.i32_, out, e.b_.CreateMul(i, e.i64c(row))), llvm::Align(4), e.ptr(u), llvm::Align(4),
+                    e.i64c(row * 4));
+  e.b_.CreateBr(done);
+  e.b_.SetInsertPoint(done);
+}
+
+}  // namespace gsl::backend::jit
+
+namespace {
+
+struct AlignedFree {
+  void operator()(char* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<char, AlignedFree>;
+
+Buffer alloc(size_t bytes) {
+  const size_t n = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  char* p = static_cast<char*>(std::aligned_alloc(64, n));
+  GSL_ASSERT(p, "jit: out of memory for a loop's buffers");
+  return Buffer(p);
+}
+
+}  // namespace
+
+extern "C" int32_t gsl_rt_loop(void* ctx, int64_t opIndex, void* bodyPtr, const void* const* ins, void* const* outs,
+                               int64_t bodyPeak, const int32_t* resultPlan) {
+  using namespace gsl;
+  using backend::jit::CallContext;
+  using backend::jit::ResultSource;
+  auto* c = static_cast<CallContext*>(ctx);
+  try {
+    const ir::Op& op = *c->fn->ops[(size_t)opIndex];
+    const ir::LoopInfo info(op);
+    const ir::Function& body = *op.body;
+    auto bodyFn = reinterpret_cast<backend::jit::CompiledFn>(bodyPtr);
+    CallContext child;
+    child.kctx = c->kctx;
+    child.fn = &body;
+    // The carried values: the current ones (read by the body) and the next
+    // (written by it), swapped after each iteration.
+    std::vector<Buffer> cur, next;
+    std::vector<size_t> carriedBytes;
+    for (size_t j = 0; j < info.carried; ++j) {
+      const size_t n = (size_t)op.operands[j]->type.numElements() * 4;
+      carriedBytes.push_back(n);
+      cur.push_back(alloc(n));
+      next.push_back(alloc(n));
+      std::memcpy(cur.back().get(), ins[j], n);
+    }
+    Buffer workspace = alloc((size_t)bodyPeak);
+    int32_t index = 0;
+    const size_t nIn = op.operands.size() + 1, nOut = body.results.size();
+    std::vector<const void*> bin(nIn);
+    std::vector<void*> bout(nOut);
+    bin[0] = &index;
+    for (size_t k = info.carried; k < op.operands.size(); ++k) bin[k + 1] = ins[k];
+    for (int64_t t = 0; t < info.trip; ++t) {
+      const int64_t i = info.reverse ? info.trip - 1 - t : t;
+      index = (int32_t)i;
+      for (size_t j = 0; j < info.carried; ++j) {
+        bin[j + 1] = cur[j].get();
+        bout[j] = next[j].get();
+      }
+      // Per-iteration outputs are written straight into row i.
+      for (size_t m = 0; m < info.outputs; ++m) {
+        const size_t rowBytes = (size_t)body.results[info.carried + m]->type.numElements() * 4;
+        bout[info.carried + m] = static_cast<char*>(outs[info.carried + m]) + (size_t)i * rowBytes;
+      }
+      if (bodyFn(const_cast<void* const*>(bin.data()), bout.data(), workspace.get(), &child) != 0) {
+        c->error = child.error;
+        return 1;
+      }
+      // Body results the compiled code does not write: an argument passed
+      // through, or a repeat of an earlier result.
+      for (size_t j = 0; j < nOut; ++j) {
+        const auto kind = (ResultSource::Kind)resultPlan[2 * j];
+        const int src = resultPlan[2 * j + 1];
+        const size_t n = (size_t)body.results[j]->type.numElements() * 4;
+        if (kind == ResultSource::Arg) std::memmove(bout[j], bin[(size_t)src], n);
+        else if (kind == ResultSource::Repeat) std::memmove(bout[j], bout[(size_t)src], n);
+      }
+      std::swap(cur, next);
+    }
+    for (size_t j = 0; j < info.carried; ++j) std::memcpy(outs[j], cur[j].get(), carriedBytes[j]);
+    return 0;
+  } catch (...) {
+    c->error = std::current_exception();
+    return 1;
+  }
+}
