@@ -1,0 +1,122 @@
+// Sharding propagation through loops (docs/loops.md, "Sharding
+// propagation"): carried values keep one sharding in every iteration (a
+// fixed point between the carried inputs and the body's results), stacked
+// dims stay unsplit unless annotated.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "ir/IRParser.h"
+#include "ir/Verifier.h"
+#include "passes/ShardingPropagation.h"
+
+using namespace gsl;
+
+namespace {
+
+std::unique_ptr<ir::Module> parse(const std::string& text) {
+  ir::IRParseResult r = ir::parseModule(text);
+  REQUIRE_MESSAGE(r.module, r.error);
+  REQUIRE_MESSAGE(ir::verify(*r.module).empty(), ir::verify(*r.module));
+  return std::move(r.module);
+}
+
+std::string str(const std::optional<ir::Sharding>& s) { return s ? s->str() : "none"; }
+
+const ir::Op& theLoop(const ir::Function& f) {
+  for (const auto& o : f.ops)
+    if (o->kind == ir::OpKind::Loop) return *o;
+  FAIL("no loop");
+  return *f.ops[0];
+}
+
+}  // namespace
+
+TEST_CASE("a carried value unconstrained outside takes the sharding the body gives it, in every iteration") {
+  // h0 is an unannotated argument; inside the body the new h is annotated
+  // split over `data`. The fixed point: h enters the body split the same
+  // way, the loop's operand and result lie so too, and so does everything
+  // computed from h in the body.
+  auto m = parse(
+      "np = 2\n"
+      "mesh @m = [data: 2]\n"
+      "\n"
+      "func @f(%0: f32[4, 8]) -> (f32[4, 8], f32[3, 4, 8]) {\n"
+      "  %1, %2 = loop %0 {carried = 1, trip = 3} : f32[4, 8], f32[3, 4, 8] {\n"
+      "    body(%3: i32, %4: f32[4, 8]):\n"
+      "    %5 = tanh %4 : f32[4, 8]\n"
+      "    %6 = copy %5 : f32[4, 8] @shard(m, [data, _])\n"
+      "    %7 = exp %6 : f32[4, 8]\n"
+      "    yield %7, %5\n"
+      "  }\n"
+      "  return %1, %2\n"
+      "}\n");
+  ir::Function& f = *m->functions[0];
+  passes::propagateShardings(*m, f);
+  const ir::Op& lp = theLoop(f);
+  const ir::Function& body = *lp.body;
+  const std::string split = "@shard(m, [data, _])";
+  CHECK(str(body.args[1]->sharding) == split);  // enters split
+  CHECK(str(body.resultShardings[0]) == split);  // leaves split
+  CHECK(str(body.ops[0]->result->sharding) == split);  // tanh of the entering h
+  CHECK(str(lp.operands[0]->sharding) == split);  // the function argument, backward
+  CHECK(str(lp.results[0]->sharding) == split);
+  // The per-iteration output (tanh's row) is stacked with dim 0 unsplit.
+  CHECK(str(lp.results[1]->sharding) == "@shard(m, [_, data, _])");
+}
+
+TEST_CASE("a carried value's operand sharding wins over what the body would give it") {
+  // h0 is split over `model` on dim 1; the body's annotation would split
+  // the new h on dim 0. The carried sharding is the operand's: the body
+  // must give h back as it came in (the partitioner reshards at its end).
+  auto m = parse(
+      "np = 4\n"
+      "mesh @m = [data: 2, model: 2]\n"
+      "\n"
+      "func @f(%0: f32[4, 8] @shard(m, [_, model])) -> (f32[4, 8]) {\n"
+      "  %1 = loop %0 {carried = 1, trip = 3} : f32[4, 8] {\n"
+      "    body(%2: i32, %3: f32[4, 8]):\n"
+      "    %4 = tanh %3 : f32[4, 8]\n"
+      "    %5 = copy %4 : f32[4, 8] @shard(m, [data, _])\n"
+      "    yield %5\n"
+      "  }\n"
+      "  return %1\n"
+      "}\n");
+  ir::Function& f = *m->functions[0];
+  passes::propagateShardings(*m, f);
+  const ir::Op& lp = theLoop(f);
+  CHECK(str(lp.body->args[1]->sharding) == "@shard(m, [_, model])");
+  CHECK(str(lp.body->resultShardings[0]) == "@shard(m, [_, model])");
+  CHECK(str(lp.results[0]->sharding) == "@shard(m, [_, model])");
+  CHECK(str(lp.body->ops[1]->result->sharding) == "@shard(m, [data, _])");  // the annotation stays
+}
+
+TEST_CASE("stacked dims: never split unless annotated; an annotated stacked weight enters the body whole on dim 0") {
+  auto m = parse(
+      "np = 4\n"
+      "mesh @m = [data: 2, model: 2]\n"
+      "param @w : f32[4, 8, 8] @shard(m, [data, _, model]) = normal(0.5)\n"
+      "param @v : f32[4, 8, 8] @shard(m, [_, _, model]) = normal(0.5)\n"
+      "\n"
+      "func @f(%0: f32[6, 8]) -> (f32[6, 8], f32[4, 8, 8]) {\n"
+      "  %1 = param {name = \"w\"} : f32[4, 8, 8] @shard(m, [data, _, model])\n"
+      "  %2 = param {name = \"v\"} : f32[4, 8, 8] @shard(m, [_, _, model])\n"
+      "  %3, %4 = loop %0, %1, %2 {carried = 1, trip = 4} : f32[6, 8], f32[4, 8, 8] {\n"
+      "    body(%5: i32, %6: f32[6, 8], %7: f32[4, 8, 8], %8: f32[4, 8, 8]):\n"
+      "    %9 = dynamic_index %7, %5 : f32[8, 8]\n"
+      "    %10 = matmul %6, %9 : f32[6, 8]\n"
+      "    %11 = dynamic_index %8, %5 : f32[8, 8]\n"
+      "    yield %10, %11\n"
+      "  }\n"
+      "  return %3, %4\n"
+      "}\n");
+  ir::Function& f = *m->functions[0];
+  passes::propagateShardings(*m, f);
+  const ir::Op& lp = theLoop(f);
+  // w is read only as w[i]: its annotated stacked split is gathered before
+  // the loop; its other dims follow the operand.
+  CHECK(str(lp.body->args[2]->sharding) == "@shard(m, [_, _, model])");
+  CHECK(str(lp.body->ops[0]->result->sharding) == "@shard(m, [_, model])");
+  // The stacked output of v's rows: dim 0 unsplit, the row's dims as the row.
+  CHECK(str(lp.results[1]->sharding) == "@shard(m, [_, _, model])");
+}
