@@ -118,7 +118,7 @@ Figures measure(int L, bool loop) {
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  const int big = quick ? 8 : 32;
+  const int big = quick ? 4 : 32;
   Figures l2 = measure(2, true), lb = measure(big, true), u2 = measure(2, false), ub = measure(big, false);
   std::printf("%-10s %6s %14s %12s %12s\n", "form", "L", "llvm bytes", "compile s", "step ms");
   std::printf("%-10s %6d %14zu %12.3f %12.3f\n", "loop", 2, l2.llvmBytes, l2.compileSeconds, l2.stepSeconds * 1e3);

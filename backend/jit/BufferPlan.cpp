@@ -117,7 +117,8 @@ void markFallback(const ir::Function& f, const JitOptions& opts, BufferPlan& p) 
   const size_t n = f.ops.size();
   p.fallback.assign(n, false);
   for (size_t i = 0; i < n; ++i)
-    p.fallback[i] = std::find(opts.fallbackOps.begin(), opts.fallbackOps.end(), f.ops[i]->kind) != opts.fallbackOps.end();
+    p.fallback[i] = std::find(opts.fallbackOps.begin(), opts.fallbackOps.end(), f.ops[i]->kind) != opts.fallbackOps.end() &&
+                    f.ops[i]->kind != OpKind::Loop;  // no reference kernel: its body's ops follow the list
 }
 
 // Elementwise code that is generated (and so may be fused), and ops that

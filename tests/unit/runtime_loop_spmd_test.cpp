@@ -275,3 +275,18 @@ TEST_CASE("JIT runs reverse and nested loops, i32 carried values and pass-throug
   auto jit = backend::makeJitEngine(ctx);
   CHECK(compare(want, jit->call(f, args)) == "");
 }
+
+TEST_CASE("JIT: a fallback list naming loop or the indexing ops still runs loops") {
+  // GSL_JIT_FALLBACK=loop,dynamic_index: the loop has no reference kernel
+  // (it stays compiled), its body's dynamic_index runs the reference kernel.
+  auto m = parse(loopProgram(1, 1));
+  backend::ParamStore ps;
+  ps.initialize(*m, 3);
+  backend::KernelContext ctx;
+  ctx.param = [&](const std::string& n) -> const Tensor& { return ps.get(n); };
+  std::vector<Tensor> want = backend::interpret(*m->functions[0], {input()}, ctx);
+  backend::JitOptions o;
+  o.fallbackOps = {ir::OpKind::Loop, ir::OpKind::DynamicIndex};
+  auto jit = backend::makeJitEngine(ctx, o);
+  CHECK(compare(want, jit->call(*m->functions[0], {input()})) == "");
+}
