@@ -8,6 +8,8 @@
 
 #include "ir/IRParser.h"
 #include "ir/Verifier.h"
+#include "passes/CostModel.h"
+#include "passes/Pipeline.h"
 #include "passes/ShardingPropagation.h"
 
 using namespace gsl;
@@ -119,4 +121,44 @@ TEST_CASE("stacked dims: never split unless annotated; an annotated stacked weig
   CHECK(str(lp.body->ops[0]->result->sharding) == "@shard(m, [_, model])");
   // The stacked output of v's rows: dim 0 unsplit, the row's dims as the row.
   CHECK(str(lp.results[1]->sharding) == "@shard(m, [_, _, model])");
+}
+
+TEST_CASE("the per-rank loop: collectives inside the body, local types, and their cost once per iteration") {
+  // Megatron MLP layers over 4 iterations, weights split over `model` = 2:
+  // one all_reduce per iteration, inside the body.
+  auto m = parse(
+      "np = 2\n"
+      "mesh @m = [model: 2]\n"
+      "param @w1 : f32[4, 8, 16] @shard(m, [_, _, model]) = normal(0.5)\n"
+      "param @w2 : f32[4, 16, 8] @shard(m, [_, model, _]) = normal(0.5)\n"
+      "\n"
+      "func @f(%0: f32[6, 8]) -> (f32[6, 8]) {\n"
+      "  %1 = param {name = \"w1\"} : f32[4, 8, 16] @shard(m, [_, _, model])\n"
+      "  %2 = param {name = \"w2\"} : f32[4, 16, 8] @shard(m, [_, model, _])\n"
+      "  %3 = loop %0, %1, %2 {carried = 1, trip = 4} : f32[6, 8] {\n"
+      "    body(%4: i32, %5: f32[6, 8], %6: f32[4, 8, 16], %7: f32[4, 16, 8]):\n"
+      "    %8 = dynamic_index %6, %4 : f32[8, 16]\n"
+      "    %9 = matmul %5, %8 : f32[6, 16]\n"
+      "    %10 = dynamic_index %7, %4 : f32[16, 8]\n"
+      "    %11 = matmul %9, %10 : f32[6, 8]\n"
+      "    yield %11\n"
+      "  }\n"
+      "  return %3\n"
+      "}\n");
+  auto local = passes::buildPerRankProgram(*m, *m->functions[0], /*gather=*/false);
+  REQUIRE(ir::verifyFunction(*m, *local).empty());
+  const ir::Op& lp = theLoop(*local);
+  CHECK(lp.operands[1]->type.str() == "f32[4, 8, 8]");  // local w1
+  size_t inBody = 0, outside = 0;
+  for (const auto& o : lp.body->ops) inBody += o->kind == ir::OpKind::AllReduce;
+  for (const auto& o : local->ops) outside += o->info().cls == ir::OpClass::Collective;
+  CHECK(inBody == 1);
+  CHECK(outside == 0);
+  passes::Cost c = passes::estimateCost(*m, *local);
+  REQUIRE(c.collectives.count("all_reduce"));
+  CHECK(c.collectives.at("all_reduce").calls == 4);
+  // Each call sends 2 (n-1)/n of the f32[6, 8] block.
+  CHECK(c.collectives.at("all_reduce").bytes == 4 * (6 * 8 * 4));
+  // Per rank per iteration: (6x8x8) + (6x8x8) multiply-adds, 2 flops each.
+  CHECK(c.flops == 4 * 2 * (6 * 8 * 8 + 6 * 8 * 8));
 }
