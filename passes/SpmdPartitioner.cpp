@@ -1,6 +1,8 @@
 #include "passes/SpmdPartitioner.h"
 
 #include <algorithm>
+#include <functional>
+#include <tuple>
 #include <map>
 #include <set>
 
@@ -31,7 +33,9 @@ using Local = LocalValue;  // v, and how its global value lies (with partial axe
 
 class Partitioner : public LocalBuilder {
  public:
-  Partitioner(const Module& m, const Function& g) : mod_(m), g_(g) {}
+  Partitioner(const Module& m, const Function& g, const Value* target = nullptr)
+      : mod_(m), g_(g), target_(target) {}
+  OpPlans report_;  // the candidates of target_'s op, when partitioned
 
   std::unique_ptr<Function> run() {
     out_ = std::make_unique<Function>();
@@ -63,6 +67,7 @@ class Partitioner : public LocalBuilder {
   const Function& g_;
   std::unique_ptr<Function> out_;
   std::map<const Value*, Local> map_;
+  const Value* target_ = nullptr;  // the value whose plans are recorded
 
   const Mesh& mesh(const std::string& name) {
     const Mesh* m = mod_.findMesh(name);
@@ -287,33 +292,154 @@ class Partitioner : public LocalBuilder {
     return p;
   }
 
-  // Bytes one rank would send to move `x` to `t` (a dry run into a scratch
-  // function).
-  uint64_t reshardCost(const TensorType& localType, const Sharding& from, const Sharding& t) {
-    auto saved = std::move(out_);
-    out_ = std::make_unique<Function>();
-    Local y{out_->addArg(localType), from};
-    reshard(y, t, {});
-    uint64_t bytes = 0;
-    for (auto& [k, c] : estimateCost(mod_, *out_).collectives) bytes += c.bytes;
-    out_ = std::move(saved);
-    return bytes;
-  }
-
-  // Bytes a plan sends: operands to their required shardings, then the
-  // result (with its partial sums) to the decided sharding.
-  uint64_t planCost(const Op& op, const DimLabels& L, const Plan& p, const Sharding& decided) {
-    uint64_t total = 0;
-    for (size_t i = 0; i < op.operands.size(); ++i)
-      total += reshardCost(map_.at(op.operands[i]).v->type, map_.at(op.operands[i]).s, p.shardingFor(L.operands[i]));
+  // The result's layout under plan `p`: the result labels' splits, and the
+  // axes of split contracted labels as pending partial sums (mesh order).
+  Sharding resultLayout(const DimLabels& L, const Plan& p) {
     Sharding rs = p.shardingFor(L.result);
     std::set<int> resultLabels(L.result.begin(), L.result.end());
+    std::vector<std::string> partialAxes;
     for (auto& [label, axes] : p.T)
-      if (!resultLabels.count(label)) rs.partial.insert(rs.partial.end(), axes.begin(), axes.end());
-    TensorType lt{op.result->type.dtype, shapeOf(op.result->type, rs)};
+      if (!resultLabels.count(label)) partialAxes.insert(partialAxes.end(), axes.begin(), axes.end());
+    if (!p.mesh.empty()) {
+      const Mesh& m = mesh(p.mesh);
+      std::sort(partialAxes.begin(), partialAxes.end(),
+                [&](auto& a, auto& b) { return m.axisIndex(a) < m.axisIndex(b); });
+    }
+    rs.partial = partialAxes;
+    return rs;
+  }
+
+  // What a plan costs one rank: a dry run into a scratch function of the
+  // operands' reshards, the local op, and the reshard of its result (partial
+  // sums included) to the decided sharding; bytes and FLOPs measured by the
+  // cost model, memory as the bytes the local op holds (its local operands
+  // and result).
+  PlanCost costPlan(const Op& op, const DimLabels& L, const Plan& p, const Sharding& decided) {
+    auto saved = std::move(out_);
+    out_ = std::make_unique<Function>();
+    std::vector<Value*> operands;
+    for (size_t i = 0; i < op.operands.size(); ++i) {
+      const Local& cur = map_.at(op.operands[i]);
+      Local y{out_->addArg(cur.v->type), cur.s};
+      operands.push_back(reshard(y, p.shardingFor(L.operands[i]), {}).v);
+    }
+    Sharding rs = resultLayout(L, p);
+    Value* v = emit(op.kind, operands, op.attrs, {});
+    uint64_t held = (uint64_t)v->type.numElements() * 4;
+    for (Value* o : operands) held += (uint64_t)o->type.numElements() * 4;
     Sharding want = decided;
     if (want.mesh.empty()) want = Sharding::replicated(p.mesh, op.result->type.rank());
-    return total + reshardCost(lt, rs, want);
+    out_->results.push_back(reshard(Local{v, rs}, want, {}).v);
+    Cost c = estimateCost(mod_, *out_);
+    out_ = std::move(saved);
+    PlanCost pc;
+    for (auto& [k, cc] : c.collectives) pc.bytes += cc.bytes;
+    pc.flops = c.flops;
+    pc.memory = held;
+    return pc;
+  }
+
+  // Every legal plan of a contraction: each label split as the decided
+  // result splits it, as an operand currently splits it, or not at all; no
+  // axis twice, no unsplittable label split, every split dividing its dims.
+  std::vector<Plan> enumeratePlans(const Op& op, const DimLabels& L, const Sharding& decided) {
+    std::string meshName = decided.mesh;
+    for (size_t i = 0; i < op.operands.size() && meshName.empty(); ++i) meshName = map_.at(op.operands[i]).s.mesh;
+    if (meshName.empty()) return {};
+    std::vector<int> labels;
+    std::map<int, std::vector<std::vector<std::string>>> options;
+    auto offer = [&](int label, const std::vector<std::string>& axes) {
+      auto& o = options[label];
+      if (std::find(labels.begin(), labels.end(), label) == labels.end()) {
+        labels.push_back(label);
+        o.push_back({});
+      }
+      if (axes.empty() || L.unsplittable.count(label)) return;
+      if (std::find(o.begin(), o.end(), axes) == o.end()) o.push_back(axes);
+    };
+    for (size_t d = 0; d < L.result.size(); ++d)
+      offer(L.result[d], decided.mesh == meshName ? decided.dims[d] : std::vector<std::string>{});
+    for (size_t i = 0; i < op.operands.size(); ++i) {
+      const Sharding& s = map_.at(op.operands[i]).s;
+      for (size_t d = 0; d < L.operands[i].size(); ++d)
+        offer(L.operands[i][d], s.mesh == meshName ? s.dims[d] : std::vector<std::string>{});
+    }
+    // Drop splits that do not divide every dim carrying the label.
+    auto divides = [&](int label, const std::vector<std::string>& axes) {
+      int64_t n = product(meshName, axes);
+      for (size_t i = 0; i < op.operands.size(); ++i)
+        for (size_t d = 0; d < L.operands[i].size(); ++d)
+          if (L.operands[i][d] == label && op.operands[i]->type.shape[d] % n != 0) return false;
+      for (size_t d = 0; d < L.result.size(); ++d)
+        if (L.result[d] == label && op.result->type.shape[d] % n != 0) return false;
+      return true;
+    };
+    for (auto& [label, o] : options)
+      o.erase(std::remove_if(o.begin() + 1, o.end(), [&](auto& axes) { return !divides(label, axes); }), o.end());
+    std::vector<Plan> out;
+    Plan cur;
+    cur.mesh = meshName;
+    std::set<std::string> used;
+    const size_t kMaxPlans = 4096;
+    std::function<void(size_t)> walk = [&](size_t k) {
+      if (out.size() >= kMaxPlans) return;
+      if (k == labels.size()) {
+        out.push_back(cur);
+        return;
+      }
+      for (const auto& axes : options[labels[k]]) {
+        bool clash = false;
+        for (const auto& a : axes) clash |= used.count(a) > 0;
+        if (clash) continue;
+        if (!axes.empty()) cur.T[labels[k]] = axes;
+        for (const auto& a : axes) used.insert(a);
+        walk(k + 1);
+        for (const auto& a : axes) used.erase(a);
+        cur.T.erase(labels[k]);
+      }
+    };
+    walk(0);
+    return out;
+  }
+
+  static bool cheaper(const PlanCost& a, const PlanCost& b) {
+    return std::tie(a.bytes, a.flops, a.memory) < std::tie(b.bytes, b.flops, b.memory);
+  }
+
+  // Chooses a contraction's plan: the result-first plan, then the
+  // operands-first one, then every other legal plan, each replacing the
+  // best so far only when strictly cheaper (fewest bytes sent, then fewest
+  // FLOPs, then least peak memory). Records the candidates for `target`.
+  Plan choosePlan(const Op& op, const DimLabels& L, const Sharding& decided, const std::set<int>& resultLabels) {
+    std::vector<Plan> plans{makePlan(op, L, decided, resultLabels, false)};
+    auto known = [&](const Plan& p) {
+      for (const auto& q : plans)
+        if (q.T == p.T && q.mesh == p.mesh) return true;
+      return false;
+    };
+    Plan alt = makePlan(op, L, decided, resultLabels, true);
+    if (!known(alt)) plans.push_back(alt);
+    if (op.info().cls == OpClass::Contraction)
+      for (auto& p : enumeratePlans(op, L, decided))
+        if (!known(p)) plans.push_back(std::move(p));
+    std::vector<PlanCost> costs;
+    size_t best = 0;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      costs.push_back(costPlan(op, L, plans[i], decided));
+      if (cheaper(costs[i], costs[best])) best = i;
+    }
+    if (target_ == op.result) {
+      for (size_t i = 0; i < plans.size(); ++i) {
+        PlanCandidate c;
+        for (size_t j = 0; j < op.operands.size(); ++j) c.operands.push_back(plans[i].shardingFor(L.operands[j]));
+        c.result = resultLayout(L, plans[i]);
+        c.cost = costs[i];
+        c.chosen = i == best;
+        report_.candidates.push_back(std::move(c));
+      }
+      report_.found = true;
+    }
+    return plans[best];
   }
 
   // ---- the LocalBuilder the op table's partition rules work through
@@ -349,31 +475,17 @@ class Partitioner : public LocalBuilder {
   LocalPlan plan(const Op& op) override {
     DimLabels L = dimLabels(op);
     std::set<int> resultLabels(L.result.begin(), L.result.end());
-    // Two plans for the label splits: the result's decided sharding first
-    // (then contracted labels from the operands as they lie), or the
-    // operands first (keeping a contraction local and reducing its partial
-    // sum after, e.g. by reduce_scatter). Contractions take the plan that
-    // communicates fewer bytes; other ops the first.
-    Plan plan = makePlan(op, L, decided_, resultLabels, false);
-    if (L.partialSum) {
-      Plan alt = makePlan(op, L, decided_, resultLabels, true);
-      if (alt.T != plan.T && planCost(op, L, alt, decided_) < planCost(op, L, plan, decided_)) plan = alt;
-    }
+    // Ops without partial sums take the result's decided sharding (then
+    // operands' splits); contractions, sums and means choose among their
+    // plans by cost (choosePlan).
+    Plan plan = L.partialSum ? choosePlan(op, L, decided_, resultLabels)
+                             : makePlan(op, L, decided_, resultLabels, false);
     LocalPlan p;
     for (size_t i = 0; i < op.operands.size(); ++i)
       p.operands.push_back(reshard(map_.at(op.operands[i]), plan.shardingFor(L.operands[i]), op.loc).v);
-    p.result = plan.shardingFor(L.result);
-    std::vector<std::string> partialAxes;
-    for (auto& [label, axes] : plan.T)
-      if (!resultLabels.count(label)) partialAxes.insert(partialAxes.end(), axes.begin(), axes.end());
-    if (!plan.mesh.empty()) {
-      const Mesh& m = mesh(plan.mesh);
-      std::sort(partialAxes.begin(), partialAxes.end(),
-                [&](auto& a, auto& b) { return m.axisIndex(a) < m.axisIndex(b); });
-    }
-    p.result.partial = partialAxes;
+    p.result = resultLayout(L, plan);
     p.localShape = shapeOf(op.result->type, p.result);
-    if (!partialAxes.empty()) p.partialGroup = product(plan.mesh, partialAxes);
+    if (!p.result.partial.empty()) p.partialGroup = product(plan.mesh, p.result.partial);
     return p;
   }
 
@@ -409,6 +521,37 @@ class Partitioner : public LocalBuilder {
 std::unique_ptr<Function> partitionFunction(const Module& m, const Function& global) {
   Partitioner p(m, global);
   return p.run();
+}
+
+OpPlans explainPlans(const Module& m, const Function& global, const ir::Value* v) {
+  Partitioner p(m, global, v);
+  p.run();
+  OpPlans r = std::move(p.report_);
+  if (!r.found) return r;
+  size_t best = 0, runnerUp = r.candidates.size();
+  for (size_t i = 0; i < r.candidates.size(); ++i)
+    if (r.candidates[i].chosen) best = i;
+  const PlanCost& b = r.candidates[best].cost;
+  auto key = [](const PlanCost& c) { return std::tie(c.bytes, c.flops, c.memory); };
+  for (size_t i = 0; i < r.candidates.size(); ++i)
+    if (i != best && (runnerUp == r.candidates.size() || key(r.candidates[i].cost) < key(r.candidates[runnerUp].cost)))
+      runnerUp = i;
+  if (runnerUp == r.candidates.size()) {
+    r.why = "the only legal plan";
+  } else {
+    const PlanCost& n = r.candidates[runnerUp].cost;
+    auto num = [](uint64_t x) { return std::to_string(x); };
+    if (b.bytes < n.bytes)
+      r.why = "fewest bytes sent (" + num(b.bytes) + " B, the next sends " + num(n.bytes) + " B)";
+    else if (b.flops < n.flops)
+      r.why = "sends as few bytes as the next (" + num(b.bytes) + " B) with fewer FLOPs (" + num(b.flops) +
+              " vs " + num(n.flops) + ")";
+    else if (b.memory < n.memory)
+      r.why = "ties on bytes and FLOPs, least peak memory (" + num(b.memory) + " B vs " + num(n.memory) + " B)";
+    else
+      r.why = "ties on bytes, FLOPs and memory: the first plan (the result's sharding first)";
+  }
+  return r;
 }
 
 }  // namespace gsl::passes

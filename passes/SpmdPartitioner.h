@@ -9,8 +9,9 @@
 // pass itself holds no per-op code. The generic plan reads the op's
 // dimension labelling (its sharding rule, ir/ShardRules.h): the split of
 // every label is taken from the op's result sharding (and, for contracted
-// labels, from the operands), operands are resharded to match, and the op
-// runs on local blocks. Contracting a split label leaves a
+// labels, from the operands); contractions instead cost every legal plan
+// and take the cheapest (fewest bytes, then FLOPs, then memory). Operands
+// are resharded to the plan, and the op runs on local blocks. Contracting a split label leaves a
 // partial sum, resolved where a consumer needs the value: by reduce_scatter
 // when the consumer wants it split along that axis, else by all_reduce.
 //
@@ -21,7 +22,10 @@
 //   partial -> split             reduce_scatter
 //   partial -> replicated        all_reduce
 #pragma once
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "ir/Module.h"
 
@@ -32,5 +36,34 @@ namespace gsl::passes {
 // given, else to their propagated sharding; the per-rank function's
 // resultShardings record how each result lies.
 std::unique_ptr<ir::Function> partitionFunction(const ir::Module& m, const ir::Function& global);
+
+// What one plan of an op costs one rank: bytes sent by the operands'
+// reshards and the result's reshard to its decided sharding, FLOPs of the
+// local op (passes/CostModel), and the bytes the local op holds (its local
+// operands and result).
+struct PlanCost {
+  uint64_t bytes = 0;
+  uint64_t flops = 0;
+  uint64_t memory = 0;
+};
+
+// One candidate plan: the layout each operand is resharded to, and the
+// local result's layout (partial axes = sums left pending).
+struct PlanCandidate {
+  std::vector<ir::Sharding> operands;
+  ir::Sharding result;
+  PlanCost cost;
+  bool chosen = false;
+};
+
+struct OpPlans {
+  bool found = false;  // false: `v`'s op chooses no plan (not a contraction, sum or mean)
+  std::vector<PlanCandidate> candidates;
+  std::string why;     // why the chosen one won, for a person
+};
+
+// Partitions `global` as partitionFunction does and reports the candidate
+// plans of the op defining `v` (a value of `global`).
+OpPlans explainPlans(const ir::Module& m, const ir::Function& global, const ir::Value* v);
 
 }  // namespace gsl::passes
