@@ -540,7 +540,11 @@ OpPlans explainPlans(const Module& m, const Function& global, const ir::Value* v
     r.why = "the only legal plan";
   } else {
     const PlanCost& n = r.candidates[runnerUp].cost;
-    auto num = [](uint64_t x) { return std::to_string(x); };
+    auto num = [](uint64_t x) {  // 196,608
+      std::string d = std::to_string(x), r;
+      for (size_t i = 0; i < d.size(); ++i) r += (i && (d.size() - i) % 3 == 0 ? "," : "") + d.substr(i, 1);
+      return r;
+    };
     if (b.bytes < n.bytes)
       r.why = "fewest bytes sent (" + num(b.bytes) + " B, the next sends " + num(n.bytes) + " B)";
     else if (b.flops < n.flops)

@@ -415,3 +415,61 @@ std::string costTable(const std::vector<const passes::Cost*>& costs, const std::
 }
 
 }  // namespace gsl::repl
+
+namespace gsl::repl {
+
+namespace {
+
+// "[a, _]", "[(a, b), _] partial(c)"; "replicated" for no mesh.
+std::string layoutText(const ir::Sharding& s) {
+  if (s.mesh.empty()) return "replicated";
+  std::string r = "[";
+  for (size_t d = 0; d < s.dims.size(); ++d) {
+    if (d) r += ", ";
+    const auto& ax = s.dims[d];
+    if (ax.empty()) r += "_";
+    else if (ax.size() == 1) r += ax[0];
+    else {
+      r += "(";
+      for (size_t i = 0; i < ax.size(); ++i) r += (i ? ", " : "") + ax[i];
+      r += ")";
+    }
+  }
+  r += "]";
+  if (!s.partial.empty()) {
+    r += " partial(";
+    for (size_t i = 0; i < s.partial.size(); ++i) r += (i ? ", " : "") + s.partial[i];
+    r += ")";
+  }
+  return r;
+}
+
+}  // namespace
+
+std::string planTable(const passes::OpPlans& plans) {
+  std::vector<std::vector<std::string>> rows{{"", "operands", "result", "bytes sent", "flops", "memory"}};
+  for (const auto& c : plans.candidates) {
+    std::string ops;
+    for (size_t i = 0; i < c.operands.size(); ++i) ops += (i ? " " : "") + layoutText(c.operands[i]);
+    rows.push_back({c.chosen ? "*" : "", ops, layoutText(c.result), thousands(c.cost.bytes) + " B",
+                    thousands(c.cost.flops), thousands(c.cost.memory) + " B"});
+  }
+  std::vector<size_t> w(rows[0].size(), 0);
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  std::ostringstream os;
+  for (const auto& r : rows) {
+    std::string line = "  ";
+    for (size_t i = 0; i < r.size(); ++i) {
+      std::string pad(w[i] - r[i].size(), ' ');
+      line += i >= 3 ? pad + r[i] : r[i] + pad;  // numbers right-aligned
+      if (i + 1 < r.size()) line += "   ";
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    os << line << "\n";
+  }
+  os << "chosen (*): " << plans.why << "\n";
+  return os.str();
+}
+
+}  // namespace gsl::repl

@@ -10,6 +10,7 @@
 #include "frontend/HostProgram.h"
 #include "ir/Module.h"
 #include "passes/CostModel.h"
+#include "passes/SpmdPartitioner.h"
 #include "repl/Session.h"
 
 namespace gsl::repl {
@@ -65,5 +66,10 @@ double collectiveSeconds(const passes::Cost& c);
 
 // A table of one or more costs side by side (columns headed by `heads`).
 std::string costTable(const std::vector<const passes::Cost*>& costs, const std::vector<std::string>& heads);
+
+// :plans: the candidate plans of one op, one row each (operand layouts,
+// result layout with pending partial sums, bytes sent, FLOPs, memory per
+// rank), the chosen one marked `*`, then why it won.
+std::string planTable(const passes::OpPlans& plans);
 
 }  // namespace gsl::repl

@@ -55,6 +55,7 @@ const std::vector<CommandInfo>& commands() {
       {"spmd", "FN", "the per-rank program of FN, collectives marked"},
       {"cost", "FN", "per-rank FLOPs, memory, collective bytes and an estimated time"},
       {"try", "NAME @shard(...)", "the cost of every fn with another annotation on NAME"},
+      {"plans", "FN.VALUE", "the candidate plans of the op making VALUE, their costs, the one chosen and why"},
       {"ir", "[FN]", "the global IR of the session (or of FN)"},
       {"llvm", "FN", "the LLVM IR of FN's per-rank program"},
       {"quit", "", "leave (also Ctrl-D)"},
@@ -477,6 +478,8 @@ void Session::command(const std::string& text) {
     if (need("a function")) cost(arg);
   } else if (c == "try") {
     if (need("a name and an annotation: :try w1 @shard(m, [model, _])")) tryAnnotation(arg);
+  } else if (c == "plans") {
+    if (need("FN.VALUE: a let of a tensor function")) plans(arg);
   } else if (c == "ir") ir(arg);
   else if (c == "llvm") {
     if (need("a function")) llvm(arg);
@@ -882,6 +885,47 @@ void Session::tryAnnotation(const std::string& args) {
     out_ << "fn " << fname << ", per rank (np = " << m0.np << "):\n" << costTable({&c0, &c1}, {"before", "after"});
   }
   out_ << machineModelLine();
+}
+
+void Session::plans(const std::string& name) {
+  size_t dot = name.find('.');
+  if (dot == std::string::npos) {
+    error("usage: :plans FN.VALUE  (VALUE: a let of tensor function FN)");
+    return;
+  }
+  Build* b = current();
+  if (!b) return;
+  ir::Function* f = userFunction(*b, name.substr(0, dot), true);
+  if (!f) return;
+  const ir::Module& mod = *b->prog->module;
+  auto c = propagated(mod, *f);
+  std::string vname = name.substr(dot + 1);
+  auto vals = valuesNamed(*c, vname);
+  if (vals.empty()) {
+    error("fn " + f->name + " has no value named '" + vname + "'");
+    return;
+  }
+  ValueContext ctx{*b, mod, f->name};
+  for (ir::Value* v : vals) {
+    if (!v->def) {
+      out_ << name << " is an argument: no op makes it, so there is no plan to choose\n";
+      continue;
+    }
+    std::string what = std::string(v->def->info().mnemonic) + "(";
+    for (size_t i = 0; i < v->def->operands.size(); ++i)
+      what += (i ? ", " : "") + valueName(ctx, *v->def->operands[i]);
+    what += ")";
+    passes::OpPlans p = passes::explainPlans(mod, *c, v);
+    if (!p.found) {
+      out_ << name << " = " << what
+           << ": no plan to choose (only matmul, einsum, sum and mean choose among plans; other ops split as "
+              "their result's sharding says)\n";
+      continue;
+    }
+    out_ << name << " = " << what << ", wanted " << (v->sharding ? v->sharding->str() : "replicated")
+         << "; candidate plans, per rank (np = " << mod.np << "):\n"
+         << planTable(p);
+  }
 }
 
 void Session::ir(const std::string& fn) {

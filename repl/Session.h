@@ -143,6 +143,7 @@ class Session {
   void spmd(const std::string& fn);
   void cost(const std::string& fn);
   void tryAnnotation(const std::string& args);
+  void plans(const std::string& name);
   void ir(const std::string& fn);
   void llvm(const std::string& fn);
 
