@@ -54,7 +54,7 @@ const std::vector<CommandInfo>& commands() {
       {"show", "NAME", "how NAME's blocks lie on the devices"},
       {"spmd", "FN", "the per-rank program of FN, collectives marked"},
       {"cost", "FN", "per-rank FLOPs, memory, collective bytes and an estimated time"},
-      {"try", "NAME @shard(...)", "the cost of every fn with another annotation on NAME"},
+      {"try", "NAME @shard(...)", "the cost of every fn with another annotation on NAME (param, argument, FN.VALUE)"},
       {"plans", "FN.VALUE", "the candidate plans of the op making VALUE, their costs, the one chosen and why"},
       {"ir", "[FN]", "the global IR of the session (or of FN)"},
       {"llvm", "FN", "the LLVM IR of FN's per-rank program"},
@@ -802,7 +802,7 @@ void Session::tryAnnotation(const std::string& args) {
   std::string name = args.substr(0, sp);
   std::string annot = sp == std::string::npos ? "" : trim(args.substr(sp));
   if (!(startsWith(annot, "@shard") || startsWith(annot, "@replicate")) || annot.find('\n') != std::string::npos) {
-    error("usage: :try NAME @shard(MESH, [...])  (NAME: a param, an argument, or FN.ARG)");
+    error("usage: :try NAME @shard(MESH, [...])  (NAME: a param, an argument, FN.ARG or FN.VALUE)");
     return;
   }
   Build* b = current();
@@ -831,7 +831,7 @@ void Session::tryAnnotation(const std::string& args) {
             hits.push_back({d.get(), a.type.get(), a.annot.get(), p->file, "argument " + argName + " of fn " + d->name});
     }
   if (hits.empty()) {
-    error("no param or fn argument named '" + name + "'");
+    tryOnLet(*b, name, fnName, argName, annot);
     return;
   }
   if (hits.size() > 1 && hits[0].what.rfind("param", 0) != 0) {
@@ -874,9 +874,13 @@ void Session::tryAnnotation(const std::string& args) {
     return;
   }
   out_ << h.what << ": " << before << " -> " << annot << "   (a what-if: the session is unchanged)\n";
-  const ir::Module& m0 = *b->prog->module;
-  const ir::Module& m1 = *after->prog->module;
-  for (const auto& fname : b->prog->userFunctions) {
+  beforeAfter(*b, *after);
+}
+
+void Session::beforeAfter(const Build& b, const Build& after) {
+  const ir::Module& m0 = *b.prog->module;
+  const ir::Module& m1 = *after.prog->module;
+  for (const auto& fname : b.prog->userFunctions) {
     ir::Function* f0 = m0.findFunction(fname);
     ir::Function* f1 = m1.findFunction(fname);
     if (!f0 || !f1) continue;
@@ -885,6 +889,118 @@ void Session::tryAnnotation(const std::string& args) {
     out_ << "fn " << fname << ", per rank (np = " << m0.np << "):\n" << costTable({&c0, &c1}, {"before", "after"});
   }
   out_ << machineModelLine();
+}
+
+// :try FN.VALUE / VALUE where VALUE is a let of a tensor function: the
+// let's expression gets the annotation as a constraint (`(EXPR) @shard(...)`),
+// or its constraint is replaced when it has one.
+void Session::tryOnLet(Build& b, const std::string& name, const std::string& fnName, const std::string& letName,
+                       const std::string& annot) {
+  struct LetHit {
+    const ast::Decl* fn;
+    const ast::Stmt* let;
+    int file;
+  };
+  std::vector<LetHit> hits;
+  std::function<void(const ast::Decl&, const ast::Block&, int)> scan = [&](const ast::Decl& d, const ast::Block& blk,
+                                                                           int file) {
+    for (const auto& st : blk) {
+      if (st->kind == ast::StmtKind::Let && st->names.size() == 1 && st->names[0] == letName && !st->exprs.empty())
+        hits.push_back({&d, st.get(), file});
+      scan(d, st->body, file);
+      scan(d, st->elseBody, file);
+    }
+  };
+  for (const auto& p : b.prog->asts)
+    for (const auto& d : p->decls)
+      if (d->kind == ast::DeclKind::Fn && d->name != "main" && (fnName.empty() || d->name == fnName))
+        scan(*d, d->body, p->file);
+  if (hits.empty()) {
+    error("no param, fn argument or let of a tensor function named '" + name + "'");
+    return;
+  }
+  std::set<const ast::Decl*> fns;
+  for (const auto& h : hits) fns.insert(h.fn);
+  if (fns.size() > 1) {
+    std::string l;
+    for (const auto* f : fns) l += (l.empty() ? "" : ", ") + f->name + "." + letName;
+    error("'" + name + "' is a let of several functions: say which (" + l + ")");
+    return;
+  }
+  if (hits.size() > 1) {
+    error("fn " + hits[0].fn->name + " assigns '" + letName + "' with let more than once: :try cannot tell which");
+    return;
+  }
+  const LetHit& h = hits[0];
+  std::string what = "value " + letName + " of fn " + h.fn->name;
+  if (h.file != b.mainFile) {
+    error(what + " is declared in " + b.sm->name(h.file) + ", an import: :try changes the session's own declarations");
+    return;
+  }
+  std::string text = b.src.text, before;
+  const ast::Expr& e = *h.let->exprs[0];
+  if (e.kind == ast::ExprKind::Annot && e.annot) {
+    size_t s = offsetOf(text, e.annot->loc.line, e.annot->loc.col);
+    size_t end = s == std::string::npos ? s : matchingClose(text, s, '(');
+    if (end == std::string::npos) {
+      error("cannot find the end of " + what + "'s annotation");
+      return;
+    }
+    before = text.substr(s, end - s);
+    text.replace(s, end - s, annot);
+  } else {
+    // The expression: from after the let's `=` to the end of the statement
+    // (a newline, `;` or `}` outside brackets and strings).
+    size_t s = offsetOf(text, h.let->nameLocs.empty() ? h.let->loc.line : h.let->nameLocs[0].line,
+                        h.let->nameLocs.empty() ? h.let->loc.col : h.let->nameLocs[0].col);
+    if (s != std::string::npos) s = text.find('=', s);
+    if (s == std::string::npos) {
+      error("cannot find the expression of " + what);
+      return;
+    }
+    ++s;
+    while (s < text.size() && (text[s] == ' ' || text[s] == '\t')) ++s;
+    size_t end = s;
+    int depth = 0;
+    bool str = false;
+    for (; end < text.size(); ++end) {
+      char c = text[end];
+      if (str) {
+        str = c != '"';
+        continue;
+      }
+      if (c == '"') str = true;
+      else if (c == '(' || c == '[' || c == '{') ++depth;
+      else if (c == ')' || c == ']' || c == '}') {
+        if (depth == 0) break;
+        --depth;
+      } else if (depth == 0 && (c == '\n' || c == ';')) break;
+    }
+    while (end > s && (text[end - 1] == ' ' || text[end - 1] == '\t' || text[end - 1] == '\r')) --end;
+    if (end <= s) {
+      error("cannot find the expression of " + what);
+      return;
+    }
+    ir::Function* f = b.prog->module->findFunction(h.fn->name);
+    before = "no annotation";
+    if (f) {
+      auto c = propagated(*b.prog->module, *f);
+      auto vals = valuesNamed(*c, letName);
+      if (!vals.empty())
+        before = "propagated " + (vals[0]->sharding ? vals[0]->sharding->str() : std::string("replicated")) +
+                 " (no annotation)";
+    }
+    text.replace(s, end - s, "(" + text.substr(s, end - s) + ") " + annot);
+  }
+  Assembled a = b.src;
+  a.text = text;
+  auto after = compile(a);
+  if (!after->ok()) {
+    after->printDiagnostics(out_);
+    return;
+  }
+  out_ << what << ": " << before << " -> " << annot << "   (a what-if: the session is unchanged)\n";
+  beforeAfter(b, *after);
 }
 
 void Session::plans(const std::string& name) {

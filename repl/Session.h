@@ -144,6 +144,9 @@ class Session {
   void cost(const std::string& fn);
   void tryAnnotation(const std::string& args);
   void plans(const std::string& name);
+  void tryOnLet(Build& b, const std::string& name, const std::string& fnName, const std::string& letName,
+                const std::string& annot);
+  void beforeAfter(const Build& before, const Build& after);
   void ir(const std::string& fn);
   void llvm(const std::string& fn);
 
