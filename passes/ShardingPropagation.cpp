@@ -30,7 +30,7 @@ struct Propagator {
   }
 
   // Builds a sharding for value `v` whose dims carry `labels`, from a
-  // label -> axes map, applying rule 4.
+  // label -> axes map, applying rules 4 and 5.
   Sharding build(const std::string& mesh, const Value* v, const std::vector<int>& labels,
                  const std::map<int, std::vector<std::string>>& axes, const DimLabels& L) {
     const Mesh* m = mod.findMesh(mesh);
@@ -38,26 +38,39 @@ struct Propagator {
     std::set<std::string> used;
     for (int d = 0; d < v->type.rank(); ++d) {
       auto it = axes.find(labels[d]);
-      if (it == axes.end() || L.unsplittable.count(labels[d])) continue;
-      bool clash = false;
-      for (const auto& a : it->second) clash |= used.count(a) > 0;
-      if (clash || !m || v->type.shape[d] % axesProduct(*m, it->second) != 0) continue;
-      for (const auto& a : it->second) used.insert(a);
-      s.dims[d] = it->second;
+      if (it == axes.end() || L.unsplittable.count(labels[d]) || !m) continue;
+      // Keep the longest prefix of the axes that fits (rule 5): no axis
+      // used by an earlier dim, the dim divisible by the axes' product.
+      std::vector<std::string> keep;
+      int64_t n = 1;
+      for (const auto& a : it->second) {
+        if (used.count(a) || v->type.shape[d] % (n * m->axisSize(a)) != 0) break;
+        keep.push_back(a);
+        n *= m->axisSize(a);
+      }
+      for (const auto& a : keep) used.insert(a);
+      s.dims[d] = keep;
     }
     return s;
   }
 
   // Collects label -> axes proposals from the given (value, labels) pairs
-  // that have a sharding on `mesh`, most-split first (rule 2).
+  // that have a sharding on `mesh`, most-split first (rule 2); a later
+  // proposal that extends the kept one (same axes first, more after)
+  // replaces it (rule 2b).
   void collect(std::vector<std::pair<const Sharding*, const std::vector<int>*>> srcs, const DimLabels& L,
                std::map<int, std::vector<std::string>>& out) {
     std::stable_sort(srcs.begin(), srcs.end(),
                      [](auto& a, auto& b) { return splitDims(*a.first) > splitDims(*b.first); });
     for (auto& [s, labels] : srcs)
-      for (size_t d = 0; d < s->dims.size() && d < labels->size(); ++d)
-        if (!s->dims[d].empty() && !L.unsplittable.count((*labels)[d]) && !out.count((*labels)[d]))
-          out[(*labels)[d]] = s->dims[d];
+      for (size_t d = 0; d < s->dims.size() && d < labels->size(); ++d) {
+        if (s->dims[d].empty() || L.unsplittable.count((*labels)[d])) continue;
+        auto it = out.find((*labels)[d]);
+        if (it == out.end()) out[(*labels)[d]] = s->dims[d];
+        else if (it->second.size() < s->dims[d].size() &&
+                 std::equal(it->second.begin(), it->second.end(), s->dims[d].begin()))
+          it->second = s->dims[d];  // rule 2b: `b` meeting `(b, c)` refines to `(b, c)`
+      }
   }
 
   // ---- loops (docs/loops.md, "Sharding propagation")
@@ -211,10 +224,22 @@ struct Propagator {
     collect(srcs, L, axes);
     op.result->sharding = build(mesh, op.result, L.result, axes, L);
     op.result->shardingVia = &op;
-    // The source: the operand with the most split dims (rule 2).
+    // The source: the operand with the most split dims (rule 2); among
+    // those, the one whose splits the result took most often (after a
+    // refinement, rule 2b, the refined operand).
+    const Sharding& rs = *op.result->sharding;
+    auto taken = [&](const Value* v) {
+      int n = 0;
+      for (size_t d = 0; d < v->sharding->dims.size(); ++d)
+        for (size_t e = 0; e < rs.dims.size(); ++e)
+          n += !v->sharding->dims[d].empty() && v->sharding->dims[d] == rs.dims[e];
+      return n;
+    };
     const Value* best = nullptr;
     for (Value* v : op.operands)
-      if (v->sharding && v->sharding->mesh == mesh && (!best || splitDims(*v->sharding) > splitDims(*best->sharding)))
+      if (v->sharding && v->sharding->mesh == mesh &&
+          (!best || splitDims(*v->sharding) > splitDims(*best->sharding) ||
+           (splitDims(*v->sharding) == splitDims(*best->sharding) && taken(v) > taken(best))))
         best = v;
     op.result->shardingSource = best;
     return true;
