@@ -10,8 +10,10 @@
 // dimension labelling (its sharding rule, ir/ShardRules.h): the split of
 // every label is taken from the op's result sharding (and, for contracted
 // labels, from the operands); contractions instead cost every legal plan
-// and take the cheapest (fewest bytes, then FLOPs, then memory). Operands
-// are resharded to the plan, and the op runs on local blocks. Contracting a split label leaves a
+// and take the cheapest (fewest bytes, then FLOPs, then memory); a reshape
+// whose operand already lies as its result would (the same contiguous
+// block on every rank) runs locally. Operands are resharded to the plan,
+// and the op runs on local blocks. Contracting a split label leaves a
 // partial sum, resolved where a consumer needs the value: by reduce_scatter
 // when the consumer wants it split along that axis, else by all_reduce.
 //
