@@ -11,6 +11,7 @@
 #include "ir/ShardRules.h"
 #include "passes/CostModel.h"
 #include "passes/LoopPartition.h"
+#include "passes/ReshapeLayout.h"
 #include "support/Diagnostics.h"
 
 namespace gsl::passes {
@@ -473,33 +474,6 @@ class Partitioner : public LocalBuilder {
     for (size_t k = 0; k < ls.size(); ++k) map_[cur_->results[k]] = ls[k];
   }
 
-  // Where each rank's block starts in the row-major order of `shape` laid
-  // out as `s`, as a weight per mesh axis (start = sum of coordinate x
-  // weight), when every block is one contiguous range: the dims before the
-  // last split one have blocks of size 1, the dims after it are unsplit.
-  // nullopt when blocks are not contiguous.
-  std::optional<std::map<std::string, int64_t>> contiguousLayout(const Shape& shape, const Sharding& s) {
-    std::map<std::string, int64_t> w;
-    if (s.mesh.empty()) return w;
-    int last = -1;
-    for (int d = 0; d < (int)shape.size(); ++d)
-      if (!s.dims[d].empty()) last = d;
-    for (int d = 0; d < last; ++d)
-      if (shape[d] != product(s.mesh, s.dims[d])) return std::nullopt;
-    int64_t stride = 1;  // elements per step along dim d
-    for (int d = (int)shape.size() - 1; d >= 0; --d) {
-      if (!s.dims[d].empty()) {
-        int64_t step = stride * (shape[d] / product(s.mesh, s.dims[d]));  // one block along d
-        for (int i = (int)s.dims[d].size() - 1; i >= 0; --i) {
-          w[s.dims[d][i]] = step;
-          step *= product(s.mesh, {s.dims[d][i]});
-        }
-      }
-      stride *= shape[d];
-    }
-    return w;
-  }
-
   // A reshape whose operand already lies as its decided result would (the
   // same contiguous block on every rank): it runs locally, no collective.
   bool localReshape(const Op& op, LocalPlan& p) {
@@ -507,8 +481,8 @@ class Partitioner : public LocalBuilder {
     const Local& in = map_.at(op.operands[0]);
     if (!in.s.partial.empty() || decided_.mesh.empty() || in.s.mesh != decided_.mesh) return false;
     if (in.s.isReplicated() || decided_.isReplicated()) return false;
-    auto a = contiguousLayout(op.operands[0]->type.shape, in.s);
-    auto b = contiguousLayout(op.result->type.shape, decided_);
+    auto a = contiguousLayout(mod_, op.operands[0]->type.shape, in.s);
+    auto b = contiguousLayout(mod_, op.result->type.shape, decided_);
     if (!a || !b || *a != *b) return false;
     p.operands = {in.v};
     p.result = decided_;

@@ -1,0 +1,70 @@
+#include "passes/ReshapeLayout.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace gsl::passes {
+
+using namespace ir;
+
+namespace {
+
+int64_t axesProduct(const Module& m, const std::string& mesh, const std::vector<std::string>& axes) {
+  const Mesh* me = m.findMesh(mesh);
+  int64_t p = 1;
+  for (const auto& a : axes) p *= me ? me->axisSize(a) : 1;
+  return p;
+}
+
+}  // namespace
+
+std::optional<std::map<std::string, int64_t>> contiguousLayout(const Module& m, const Shape& shape,
+                                                               const Sharding& s) {
+  std::map<std::string, int64_t> w;
+  if (s.mesh.empty() || !m.findMesh(s.mesh)) return w;
+  int last = -1;
+  for (int d = 0; d < (int)shape.size(); ++d)
+    if (!s.dims[d].empty()) last = d;
+  for (int d = 0; d < last; ++d)
+    if (shape[d] != axesProduct(m, s.mesh, s.dims[d])) return std::nullopt;
+  int64_t stride = 1;  // elements per step along dim d
+  for (int d = (int)shape.size() - 1; d >= 0; --d) {
+    if (!s.dims[d].empty()) {
+      int64_t step = stride * (shape[d] / axesProduct(m, s.mesh, s.dims[d]));  // one block along d
+      for (int i = (int)s.dims[d].size() - 1; i >= 0; --i) {
+        w[s.dims[d][i]] = step;
+        step *= axesProduct(m, s.mesh, {s.dims[d][i]});
+      }
+    }
+    stride *= shape[d];
+  }
+  return w;
+}
+
+std::optional<Sharding> sameLayoutSharding(const Module& m, const Shape& from, const Sharding& s, const Shape& to) {
+  auto w = contiguousLayout(m, from, s);
+  if (!w || w->empty()) return std::nullopt;
+  // The axes, major (largest weight) first, dealt to the dims of `to` from
+  // the major end: a dim takes axes while they divide what is left of it.
+  std::vector<std::pair<int64_t, std::string>> axes;
+  for (auto& [a, wt] : *w) axes.push_back({wt, a});
+  std::sort(axes.begin(), axes.end(), [](auto& x, auto& y) { return x.first > y.first; });
+  Sharding r = Sharding::replicated(s.mesh, (int)to.size());
+  size_t k = 0;
+  for (size_t d = 0; d < to.size() && k < axes.size(); ++d) {
+    int64_t left = to[d];
+    while (k < axes.size()) {
+      int64_t n = axesProduct(m, s.mesh, {axes[k].second});
+      if (left % n != 0) break;
+      r.dims[d].push_back(axes[k].second);
+      left /= n;
+      ++k;
+    }
+  }
+  if (k != axes.size()) return std::nullopt;
+  auto rw = contiguousLayout(m, to, r);
+  if (!rw || *rw != *w) return std::nullopt;
+  return r;
+}
+
+}  // namespace gsl::passes
