@@ -6,6 +6,7 @@
 
 #include "ir/Loop.h"
 #include "ir/ShardRules.h"
+#include "passes/ReshapeLayout.h"
 
 namespace gsl::passes {
 
@@ -207,6 +208,20 @@ struct Propagator {
     }
   }
 
+  // Rule 6: a reshape's `to` takes the sharding that keeps `from`'s blocks
+  // where they are (passes/ReshapeLayout) when it splits over more axes
+  // than the one the dimension labels gave.
+  void keepLayout(const Value* from, Value* to) {
+    if (!from->sharding || from->sharding->mesh.empty() || !to->sharding) return;
+    auto alt = sameLayoutSharding(mod, from->type.shape, *from->sharding, to->type.shape);
+    auto count = [](const Sharding& x) {
+      size_t n = 0;
+      for (const auto& d : x.dims) n += d.size();
+      return n;
+    };
+    if (alt && count(*alt) > count(*to->sharding)) to->sharding = *alt;
+  }
+
   bool forward(Op& op) {
     if (op.kind == OpKind::Loop) return forwardLoop(op);
     if (op.result->sharding) return false;
@@ -223,6 +238,7 @@ struct Propagator {
     std::map<int, std::vector<std::string>> axes;
     collect(srcs, L, axes);
     op.result->sharding = build(mesh, op.result, L.result, axes, L);
+    if (op.kind == OpKind::Reshape) keepLayout(op.operands[0], op.result);
     op.result->shardingVia = &op;
     // The source: the operand with the most split dims (rule 2); among
     // those, the one whose splits the result took most often (after a
@@ -261,6 +277,7 @@ struct Propagator {
       std::map<int, std::vector<std::string>> axes;
       collect(srcs, L, axes);
       v->sharding = build(mesh, v, L.operands[i], axes, L);
+      if (op.kind == OpKind::Reshape) keepLayout(op.result, v);
       v->shardingVia = &op;
       v->shardingSource = op.result;
       changed = true;
