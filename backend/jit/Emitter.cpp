@@ -80,8 +80,11 @@ void Emitter::bindStorage(IRValue v) {
 }
 
 llvm::Value* Emitter::tempPtr(size_t offset) {
+  if (temp_) return offset ? b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), temp_, offset, "tmp") : temp_;
   return b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), workspace_, plan_.temp[opIndex_] + offset, "tmp");
 }
+
+llvm::Value* Emitter::opIndexValue() { return opIndexArg_ ? opIndexArg_ : i64c(opIndex_); }
 
 llvm::Value* Emitter::gep(llvm::Type* t, llvm::Value* base, llvm::Value* off) {
   return b_.CreateInBoundsGEP(t, base, off);

@@ -61,8 +61,13 @@ class Emitter {
   // bound by its op, an unmaterialised value not at all).
   void bindStorage(IRValue v);
 
-  // A pointer `offset` bytes into the temp space of the op being lowered.
+  // A pointer `offset` bytes into the temp space of the op being lowered
+  // (inside a kernel function: its temp argument).
   llvm::Value* tempPtr(size_t offset);
+  // The index of the op being lowered, as an i64 (inside a kernel
+  // function: its argument, so identical kernels of different ops are one
+  // function).
+  llvm::Value* opIndexValue();
 
   llvm::Value* gep(llvm::Type* t, llvm::Value* base, llvm::Value* off);
   // Loads of the op's own buffers (its result, temp space).
@@ -126,6 +131,8 @@ class Emitter {
   llvm::BasicBlock *entry_ = nullptr, *error_ = nullptr;
   llvm::Type *f32_, *f64_, *i32_, *i64_, *ptr_;
   int64_t opIndex_ = 0;                              // the op being lowered (its temp space: tempPtr)
+  llvm::Value* temp_ = nullptr;                      // in a kernel function: its temp space argument
+  llvm::Value* opIndexArg_ = nullptr;                // in a kernel function: its op index argument
   std::unordered_map<IRValue, llvm::Value*> ptrs_;  // base pointer of every materialised value
   llvm::MDNode* domain_ = nullptr;                   // alias scopes (see loadIn)
   llvm::MDNode* scope_ = nullptr;
