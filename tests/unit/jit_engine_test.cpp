@@ -415,3 +415,29 @@ TEST_CASE("jit: random op graphs match the interpreter") {
     b.check(results, {}, /*normwise=*/true);
   }
 }
+
+// Count of non-overlapping occurrences of `needle` in `s`.
+static size_t countOf(const std::string& s, const std::string& needle) {
+  size_t n = 0;
+  for (size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + needle.size())) ++n;
+  return n;
+}
+
+TEST_CASE("jit: one function per kernel, identical kernels emitted once") {
+  // Three identical layers h = gelu(h @ w + b), each with its own weights:
+  // per layer a GEMM kernel and a fused add + gelu kernel, the same
+  // function in every layer.
+  Builder b;
+  Value* h = b.arg(randF32({16, 32}));
+  for (int l = 0; l < 3; ++l) {
+    Value* w = b.arg(randF32({32, 32}, -1, 1, 10 + l));
+    Value* bias = b.arg(randF32({32}, -1, 1, 20 + l));
+    Value* bb = b.op(OpKind::Broadcast, {bias}, attrs({{"shape", Ints{16, 32}}}));
+    h = b.op(OpKind::Gelu, {b.op(OpKind::Add, {b.op(OpKind::MatMul, {h, w}), bb})});
+  }
+  b.check1(h, {}, /*normwise=*/true);  // three chained GEMMs: summation order differs
+  const std::string ll = jitEmitLLVM(b.f, /*optimized=*/false, testOptions());
+  CHECK(countOf(ll, "define i32 @gsl_t(") == 1);
+  CHECK(countOf(ll, "define internal i32 @gsl_t.k") == 2);
+  CHECK(countOf(ll, "call i32 @gsl_t.k") == 6);
+}
