@@ -148,6 +148,7 @@ class RankRunner : public HostWalker<HostValue> {
   };
   std::vector<Loop> loops_;
   std::chrono::steady_clock::time_point trainStart_;
+  double compileAtStart_ = 0;  // jitCompileSeconds() at trainStart_
   int64_t stepsRun_ = 0;
   bool progressShown_ = false;
   std::ofstream log_;
@@ -312,7 +313,10 @@ class RankRunner : public HostWalker<HostValue> {
       }
       args.push_back(it->second.local);
     }
-    if (stepsRun_ == 0) trainStart_ = std::chrono::steady_clock::now();
+    if (stepsRun_ == 0) {
+      trainStart_ = std::chrono::steady_clock::now();
+      compileAtStart_ = backend::jitCompileSeconds();
+    }
     std::vector<Tensor> res;
     try {
       res = engine_->call(f, args);
@@ -331,7 +335,10 @@ class RankRunner : public HostWalker<HostValue> {
   // The progress line (rank 0, stderr) and the metrics log.
   void report(int64_t t, double loss, int64_t tokens) {
     if (rank_ != 0) return;
+    // Compile time is not training time: tokens/s and the ETA leave it out.
+    const double compileS = backend::jitCompileSeconds() - compileAtStart_;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - trainStart_).count();
+    elapsed = std::max(elapsed - compileS, 1e-9);
     double tps = elapsed > 0 ? (double)(tokens * stepsRun_) / elapsed : 0;
     if (log_.is_open()) {
       // The loss as its float prints (shortest digits); a NaN or infinite
@@ -339,7 +346,8 @@ class RankRunner : public HostWalker<HostValue> {
       nlohmann::ordered_json line = {{"step", t},
                                      {"loss", std::strtod(backend::formatF32((float)loss).c_str(), nullptr)},
                                      {"tokens_per_s", (int64_t)tps},
-                                     {"elapsed_s", elapsed}};
+                                     {"elapsed_s", elapsed},
+                                     {"compile_s", backend::jitCompileSeconds()}};
       log_ << line.dump() << "\n";
       log_.flush();
     }
@@ -576,8 +584,33 @@ bool checkMemory(const MemoryEstimate& est, const RunOptions& opts, Diagnostics&
   return false;
 }
 
+// The compile line: on a terminal, what is being compiled and how long it
+// took (by the first MPI rank only).
+void showCompilation(const RunOptions& opts) {
+  const char* mpiRank = std::getenv("OMPI_COMM_WORLD_RANK");
+  bool first = !opts.mpi || !mpiRank || std::string(mpiRank) == "0";
+  if (!opts.progress || opts.engine != Engine::Jit || !first || !isatty(2)) {
+    backend::setJitCompileObserver(nullptr);
+    return;
+  }
+  backend::setJitCompileObserver([](const backend::JitCompileEvent& e) {
+    static std::mutex m;
+    std::lock_guard<std::mutex> lock(m);
+    if (!e.done) {
+      std::string ops = std::to_string(e.ops);
+      for (int i = (int)ops.size() - 3; i > 0; i -= 3) ops.insert((size_t)i, ",");
+      std::cerr << "\r\033[Kcompiling " << e.function << " (rank program, " << ops << " ops)... " << std::flush;
+    } else {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.1f s", e.seconds);
+      std::cerr << (e.loaded ? "loaded from cache, " : "") << buf << "\n" << std::flush;
+    }
+  });
+}
+
 bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagnostics& diags) {
   std::ostream& out = opts.out ? *opts.out : std::cout;
+  showCompilation(opts);
   SpmdProgram spmd(prog, opts.seed);
   // The memory check partitions every thunk; the run reuses those programs.
   if (opts.maxMemory && !checkMemory(estimate(spmd, prog, opts.jit), opts, diags)) return false;

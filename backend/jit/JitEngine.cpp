@@ -1,22 +1,28 @@
-// The JIT engine: one process-wide LLJIT, a compile cache keyed by the
-// options and the printed IR of a function, and the Engine that calls
-// compiled code.
+// The JIT engine: one process-wide LLJIT, an in-process cache of compiled
+// functions, the persistent object cache (ObjectCache.h) behind it, and
+// the Engine that calls compiled code.
 #include "backend/jit/JitEngine.h"
 
 #include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/Error.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/xxhash.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <mutex>
@@ -26,6 +32,7 @@
 #include <vector>
 
 #include "backend/jit/Codegen.h"
+#include "backend/jit/ObjectCache.h"
 #include "backend/jit/Runtime.h"
 #include "ir/Printer.h"
 #include "support/Diagnostics.h"
@@ -56,12 +63,38 @@ struct Compiled {
   std::vector<ResultSource> results;
 };
 
-// ir::printFunction renumbers values (it writes ids), so concurrent callers
-// on one function are serialised.
-std::string cacheKey(const ir::Function& f) {
+// 32 hex digits of the 128-bit xxh3 hash of `bytes`.
+std::string hash128(std::string_view bytes) {
+  llvm::XXH128_hash_t h =
+      llvm::xxh3_128bits(llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
+  return buf;
+}
+
+// The in-process key of `f`: a hash of its printed IR. ir::printFunction
+// renumbers values (it writes ids), so concurrent callers are serialised;
+// each engine computes it once per function (JitEngine::call).
+std::string functionKey(const ir::Function& f) {
   static std::mutex m;
   std::lock_guard<std::mutex> lock(m);
-  return ir::printFunction(const_cast<ir::Function&>(f));
+  return hash128(ir::printFunction(const_cast<ir::Function&>(f)));
+}
+
+// Bumped whenever the optimisation pipeline or the object format changes
+// in a way the generated LLVM IR does not show.
+constexpr const char* kPipelineVersion = "o3-aggressive-1";
+
+std::string optionsText(const JitOptions& o) {
+  std::string s = "gemm=" + std::to_string(int(o.gemm)) + ";dot=" + std::to_string(o.dotLoopMacs) +
+                  ";vw=" + std::to_string(o.vectorWidth) + ";fallback=";
+  for (ir::OpKind k : o.fallbackOps) s += std::to_string(int(k)) + ",";
+  return s;
+}
+
+JitCompileObserver& observer() {
+  static JitCompileObserver o;
+  return o;
 }
 
 // f32 lanes of the host's widest vector registers: 16 with AVX-512, 8 with
@@ -97,8 +130,12 @@ class Compiler {
   // for its text and options; concurrent requests for the same wait for
   // that one compile).
   std::shared_ptr<const Compiled> lookup(const ir::Function& f, const JitOptions& opts) {
+    return lookup(f, opts, functionKey(f));
+  }
+
+  // The same with `f`'s key (functionKey) already computed.
+  std::shared_ptr<const Compiled> lookup(const ir::Function& f, const JitOptions& opts, std::string key) {
     const JitOptions resolved = resolve(opts);
-    std::string key = cacheKey(f);
     std::promise<std::shared_ptr<const Compiled>> promise;
     Future fut;
     bool mine = false;
@@ -125,6 +162,8 @@ class Compiler {
   }
 
   uint64_t compiles() const { return compiles_.load(); }
+  JitCacheStats stats() const { return {loaded_.load(), compiles_.load(), rebuilt_.load()}; }
+  double seconds() const { return double(nanos_.load()) * 1e-9; }
 
   std::string emit(const ir::Function& f, bool optimized, const JitOptions& opts) {
     const JitOptions resolved = resolve(opts);
@@ -183,20 +222,97 @@ class Compiler {
     mpm.run(m, mam);
   }
 
+  // The key of a lowered module in the persistent cache: its unoptimised
+  // LLVM IR (which shows every change of the lowering), the target, the
+  // options, the pipeline, LLVM's and gsl's versions.
+  std::string objectKey(llvm::Module& m, const JitOptions& resolved, const std::string& version) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "gsl-object-cache 1\n" << version << "\nllvm " << LLVM_VERSION_STRING << "\n" << kPipelineVersion << "\n"
+       << tm_->getTargetTriple().str() << "\n" << tm_->getTargetCPU() << "\n" << tm_->getTargetFeatureString() << "\n"
+       << optionsText(resolved) << "\n";
+    m.print(os, nullptr);
+    return hash128(text);
+  }
+
+  // The object file of an optimised module.
+  std::string emitObject(llvm::Module& m) {
+    llvm::SmallVector<char, 0> buf;
+    llvm::raw_svector_ostream os(buf);
+    llvm::legacy::PassManager pm;
+    GSL_ASSERT(!tm_->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile),
+               "internal error: jit: the target cannot emit object files");
+    pm.run(m);
+    return std::string(buf.data(), buf.size());
+  }
+
   std::shared_ptr<const Compiled> compile(const ir::Function& f, const JitOptions& resolved) {
-    std::lock_guard<std::mutex> lock(compileMutex_);
-    const std::string symbol = "gsl_fn_" + std::to_string(nextSymbol_++);
-    jit::Lowered l = jit::lowerFunction(f, symbol, resolved);
+    const auto t0 = std::chrono::steady_clock::now();
+    JitCompileEvent ev;
+    ev.function = f.name;
+    ev.ops = f.ops.size();
+    const JitCompileObserver& obs = observer();
+    if (obs) obs(ev);
+    const CompileCacheConfig& cfg = compileCacheConfig();
+    std::unique_lock<std::mutex> lock(compileMutex_);
+    // A fixed name while hashing, then one derived from the object key (so
+    // an object loaded from the cache defines the symbol looked up).
+    jit::Lowered l = jit::lowerFunction(f, "gsl_entry", resolved);
     prepare(*l.module);
-    optimize(*l.module);
-    expect(jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(l.module), std::move(l.context))),
-           "adding a module");
-    auto addr = expect(jit_->lookup(symbol), "looking up a compiled function");
+    const std::string okey = objectKey(*l.module, resolved, cfg.version);
+    const std::string symbol = "gsl_fn_" + okey;
     auto c = std::make_shared<Compiled>();
-    c->fn = addr.toPtr<jit::CompiledFn>();
     c->peakBytes = l.peakBytes;
     c->results = std::move(l.results);
-    compiles_++;
+    if (auto it = objects_.find(okey); it != objects_.end()) {
+      c->fn = it->second;  // an identical module is already linked
+    } else {
+      llvm::Function* entry = l.module->getFunction("gsl_entry");
+      GSL_ASSERT(entry, "internal error: jit: lowered module has no entry function");
+      entry->setName(symbol);
+      std::string object;
+      bool loaded = false;
+      if (cfg.enabled && !cfg.dir.empty()) {
+        ObjectStore store(cfg.dir, cfg.maxBytes);
+        ObjectStore::Found found = store.load(okey, object);
+        if (found != ObjectStore::Found::Hit) {
+          // One process compiles, the others wait for its entry. The
+          // in-process lock is released meanwhile only for waiting.
+          lock.unlock();
+          ObjectStore::Lock fileLock = store.lock(okey);
+          lock.lock();
+          ObjectStore::Found again = store.load(okey, object);
+          if (again == ObjectStore::Found::Invalid) found = again;
+          if (again == ObjectStore::Found::Hit) {
+            loaded = true;
+          } else {
+            if (found == ObjectStore::Found::Invalid) rebuilt_++;
+            optimize(*l.module);
+            object = emitObject(*l.module);
+            store.store(okey, object);
+            compiles_++;
+          }
+        } else {
+          loaded = true;
+        }
+      } else {
+        optimize(*l.module);
+        object = emitObject(*l.module);
+        compiles_++;
+      }
+      if (loaded) loaded_++;
+      ev.loaded = loaded;
+      expect(jit_->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, symbol)), "adding an object file");
+      auto addr = expect(jit_->lookup(symbol), "looking up a compiled function");
+      c->fn = addr.toPtr<jit::CompiledFn>();
+      objects_.emplace(okey, c->fn);
+    }
+    lock.unlock();
+    const auto dt = std::chrono::steady_clock::now() - t0;
+    nanos_ += (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(dt).count();
+    ev.done = true;
+    ev.seconds = std::chrono::duration<double>(dt).count();
+    if (obs) obs(ev);
     return c;
   }
 
@@ -214,11 +330,12 @@ class Compiler {
   std::unique_ptr<llvm::TargetMachine> tm_;
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::mutex compileMutex_;  // the target machine, lowering and the LLJIT's compiles
-  uint64_t nextSymbol_ = 0;
   std::mutex cacheMutex_;
   // Per resolved options: printed IR -> compiled function.
   std::vector<std::pair<JitOptions, std::unordered_map<std::string, Future>>> caches_;
-  std::atomic<uint64_t> compiles_{0};
+  // Object key -> the linked function (guarded by compileMutex_).
+  std::unordered_map<std::string, jit::CompiledFn> objects_;
+  std::atomic<uint64_t> compiles_{0}, loaded_{0}, rebuilt_{0}, nanos_{0};
 };
 
 // A workspace per thread, grown on demand (64-byte aligned).
@@ -256,7 +373,7 @@ class JitEngine : public Engine {
                      f.args[i]->type.str());
       inputs[i] = const_cast<void*>(args[i].raw());
     }
-    std::shared_ptr<const Compiled> c = Compiler::get().lookup(f, opts_);
+    std::shared_ptr<const Compiled> c = compiled(f);
     GSL_ASSERT(c->results.size() == f.results.size(), "jit: compiled function does not match '" + f.name + "'");
     std::vector<Tensor> results(f.results.size());
     std::vector<void*> outputs(f.results.size(), nullptr);
@@ -281,8 +398,21 @@ class JitEngine : public Engine {
   }
 
  private:
+  // `f` compiled, remembered by address: the key is computed once per
+  // function and engine, not on every call.
+  std::shared_ptr<const Compiled> compiled(const ir::Function& f) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = known_.find(&f);
+    if (it != known_.end()) return it->second;
+    auto c = Compiler::get().lookup(f, opts_, functionKey(f));
+    known_.emplace(&f, c);
+    return c;
+  }
+
   KernelContext ctx_;
   JitOptions opts_;
+  std::mutex mutex_;
+  std::unordered_map<const ir::Function*, std::shared_ptr<const Compiled>> known_;
 };
 
 }  // namespace
@@ -292,6 +422,12 @@ std::unique_ptr<Engine> makeJitEngine(const KernelContext& ctx, const JitOptions
 }
 
 uint64_t jitCompileCount() { return Compiler::get().compiles(); }
+
+JitCacheStats jitCacheStats() { return Compiler::get().stats(); }
+
+double jitCompileSeconds() { return Compiler::get().seconds(); }
+
+void setJitCompileObserver(JitCompileObserver o) { observer() = std::move(o); }
 
 size_t jitPeakBytes(const ir::Function& f, const JitOptions& opts) {
   return Compiler::get().lookup(f, opts)->peakBytes;

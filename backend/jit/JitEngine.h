@@ -1,13 +1,21 @@
 // The LLVM JIT engine (`--engine jit`): runs IR functions as native code.
 //
 // Each ir::Function is lowered to one LLVM function (backend/jit/Codegen),
-// optimised at O3 for the host CPU and added to one process-wide ORC LLJIT.
-// Compiled code is cached process-wide, keyed by the options (JitOptions.h,
-// passed in by the caller; the compiler reads no environment variables)
-// and the function's printed IR text: the rank, the params and the seed are
-// run-time arguments, so the 64 rank threads of an SPMD run share one
-// compiled program. The cache is thread-safe and compiles each distinct
-// function exactly once per options.
+// optimised at O3 for the host CPU, emitted as an object file and added to
+// one process-wide ORC LLJIT. Compiled code is cached process-wide, keyed
+// by the options (JitOptions.h, passed in by the caller; the compiler reads
+// no environment variables) and a hash of the function's printed IR: the
+// rank, the params and the seed are run-time arguments, so the 64 rank
+// threads of an SPMD run share one compiled program. The cache is
+// thread-safe and compiles each distinct function exactly once per
+// options. An engine computes that key once per function it is called with
+// and then remembers the function by address, so a function must not
+// change while an engine that has called it lives.
+//
+// Behind it, when configured (ObjectCache.h, docs/compile-cache.md), the
+// object files persist on disk, keyed by the unoptimised LLVM IR, the
+// target, the options and the versions: a later run, or another rank
+// process, loads them instead of compiling.
 //
 // Numerics match the reference interpreter (backend/Kernels.cpp), which is
 // the oracle the JIT is tested against; see OpLowering.cpp for what is
@@ -15,6 +23,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,8 +37,34 @@ namespace gsl::backend {
 // rank, communicator, meshes); both are copied.
 std::unique_ptr<Engine> makeJitEngine(const KernelContext& ctx, const JitOptions& opts = {});
 
-// Number of functions compiled so far by this process (cache misses).
+// Number of functions compiled so far by this process (misses of both
+// caches: compiled by LLVM).
 uint64_t jitCompileCount();
+
+// What the persistent cache did for this process: modules loaded from it,
+// compiled by LLVM (= jitCompileCount), and of those, how many replaced an
+// invalid (corrupt, truncated or foreign) entry.
+struct JitCacheStats {
+  uint64_t loaded = 0, compiled = 0, rebuilt = 0;
+};
+JitCacheStats jitCacheStats();
+
+// Wall seconds this process spent getting functions ready to run (lowering,
+// compiling or loading), summed over compiles.
+double jitCompileSeconds();
+
+// Told when a function starts compiling (done false) and when it is ready
+// (done true, with the seconds it took and whether its object came from
+// the persistent cache). Called on the compiling thread; set it before any
+// engine runs.
+struct JitCompileEvent {
+  std::string function;
+  size_t ops = 0;
+  bool done = false, loaded = false;
+  double seconds = 0;
+};
+using JitCompileObserver = std::function<void(const JitCompileEvent&)>;
+void setJitCompileObserver(JitCompileObserver o);
 
 // Peak bytes of the workspace that holds `f`'s intermediate values, after
 // liveness-based buffer reuse (compiles `f` if it is not cached yet).

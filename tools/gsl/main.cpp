@@ -15,6 +15,7 @@
 #include "frontend/Frontend.h"
 #include "ir/Printer.h"
 #include "backend/jit/JitEngine.h"
+#include "backend/jit/ObjectCache.h"
 #include "passes/CostModel.h"
 #include "passes/Pipeline.h"
 #include "passes/SpmdPartitioner.h"
@@ -182,6 +183,14 @@ int main(int argc, char** argv) {
   run->add_option("--resume", resume, "continue training from a checkpoint written by save_checkpoint");
   run->add_option("--log", logPath, "write one JSON object per training step to this file");
   run->add_flag("--no-progress", noProgress, "no training progress line");
+  // The persistent compile cache (docs/compile-cache.md).
+  std::string cacheDir;
+  bool noCache = false, cacheStats = false;
+  run->add_option("--cache-dir", cacheDir,
+                  "compile cache directory (default: $XDG_CACHE_HOME/gsl, else ~/.cache/gsl)");
+  run->add_flag("--no-cache", noCache, "neither read nor write the compile cache");
+  run->add_flag("--cache-stats", cacheStats,
+                "at the end, print how many compiled functions were loaded from the cache and how many compiled");
   std::string maxMemory;
   run->add_option("--max-memory", maxMemory,
                   "refuse to start when one rank would need more memory than this (512M, 8G; 0: no check; "
@@ -343,6 +352,22 @@ int main(int argc, char** argv) {
     ro.resume = resume;
     ro.logPath = logPath;
     ro.progress = !noProgress;
+    {
+      gsl::backend::CompileCacheConfig cc;
+      cc.enabled = !noCache && engineKind == gsl::runtime::Engine::Jit;
+      cc.dir = cacheDir.empty() ? gsl::backend::defaultCompileCacheDir() : cacheDir;
+      if (const char* m = std::getenv("GSL_CACHE_MAX")) {
+        auto bytes = gsl::backend::parseCacheSize(m);
+        if (!bytes) {
+          std::cerr << "gsl: usage error: GSL_CACHE_MAX must be a size such as 512M or 2G, got '" << m << "'\n";
+          return 2;
+        }
+        cc.maxBytes = *bytes;
+      }
+      // A testing knob: entries of another gsl version must miss.
+      if (const char* v = std::getenv("GSL_CACHE_VERSION")) cc.version = v;
+      gsl::backend::setCompileCacheConfig(cc);
+    }
     if (!underMpirun) gsl::installInterruptHandler(SIGINT, "gsl: interrupted\n", 130);
     gsl::Diagnostics rdiags(sm);
     bool ok = false;
@@ -358,6 +383,11 @@ int main(int argc, char** argv) {
       return underMpirun && gsl::runtime::underGslLauncher() ? 0 : 130;
     }
     rdiags.print(std::cerr);
+    if (cacheStats) {
+      gsl::backend::JitCacheStats st = gsl::backend::jitCacheStats();
+      std::cerr << "gsl: compile cache: " << st.loaded << " loaded, " << st.compiled << " compiled, " << st.rebuilt
+                << " rebuilt\n";
+    }
     return ok ? 0 : 1;
   }
   if (*check) {
