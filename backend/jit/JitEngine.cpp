@@ -264,42 +264,51 @@ class Compiler {
     auto c = std::make_shared<Compiled>();
     c->peakBytes = l.peakBytes;
     c->results = std::move(l.results);
-    if (auto it = objects_.find(okey); it != objects_.end()) {
-      c->fn = it->second;  // an identical module is already linked
-    } else {
-      llvm::Function* entry = l.module->getFunction("gsl_entry");
-      GSL_ASSERT(entry, "internal error: jit: lowered module has no entry function");
-      entry->setName(symbol);
-      std::string object;
-      bool loaded = false;
-      if (cfg.enabled && !cfg.dir.empty()) {
-        ObjectStore store(cfg.dir, cfg.maxBytes);
-        ObjectStore::Found found = store.load(okey, object);
-        if (found != ObjectStore::Found::Hit) {
-          // One process compiles, the others wait for its entry. The
-          // in-process lock is released meanwhile only for waiting.
-          lock.unlock();
-          ObjectStore::Lock fileLock = store.lock(okey);
-          lock.lock();
+    llvm::Function* entry = l.module->getFunction("gsl_entry");
+    GSL_ASSERT(entry, "internal error: jit: lowered module has no entry function");
+    entry->setName(symbol);
+    std::string object;
+    bool loaded = false, linked = false;
+    // An identical module may already be linked (checked again after
+    // waiting for another process, as a thread may have linked it then).
+    auto linkedBefore = [&] {
+      auto it = objects_.find(okey);
+      if (it == objects_.end()) return false;
+      c->fn = it->second;
+      return true;
+    };
+    linked = linkedBefore();
+    if (!linked && cfg.enabled && !cfg.dir.empty()) {
+      ObjectStore store(cfg.dir, cfg.maxBytes);
+      ObjectStore::Found found = store.load(okey, object);
+      if (found == ObjectStore::Found::Hit) {
+        loaded = true;
+      } else {
+        // One process compiles, the others wait for its entry; the
+        // in-process lock is not held while waiting.
+        lock.unlock();
+        ObjectStore::Lock fileLock = store.lock(okey);
+        lock.lock();
+        linked = linkedBefore();
+        if (!linked) {
           ObjectStore::Found again = store.load(okey, object);
-          if (again == ObjectStore::Found::Invalid) found = again;
           if (again == ObjectStore::Found::Hit) {
             loaded = true;
           } else {
-            if (found == ObjectStore::Found::Invalid) rebuilt_++;
+            if (found == ObjectStore::Found::Invalid || again == ObjectStore::Found::Invalid) rebuilt_++;
             optimize(*l.module);
             object = emitObject(*l.module);
             store.store(okey, object);
             compiles_++;
           }
-        } else {
-          loaded = true;
         }
-      } else {
-        optimize(*l.module);
-        object = emitObject(*l.module);
-        compiles_++;
       }
+    } else if (!linked) {
+      optimize(*l.module);
+      object = emitObject(*l.module);
+      compiles_++;
+    }
+    if (!linked) {
       if (loaded) loaded_++;
       ev.loaded = loaded;
       expect(jit_->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, symbol)), "adding an object file");
