@@ -267,6 +267,10 @@ class Compiler {
     llvm::Function* entry = l.module->getFunction("gsl_entry");
     GSL_ASSERT(entry, "internal error: jit: lowered module has no entry function");
     entry->setName(symbol);
+    // Its kernel functions (internal, "gsl_entry.kN") follow the entry's
+    // name, so a profile tells the programs' kernels apart.
+    for (llvm::Function& fn : *l.module)
+      if (!fn.isDeclaration() && fn.getName().starts_with("gsl_entry.")) fn.setName(symbol + fn.getName().substr(9).str());
     std::string object;
     bool loaded = false, linked = false;
     // An identical module may already be linked (checked again after

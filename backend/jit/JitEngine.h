@@ -1,8 +1,9 @@
 // The LLVM JIT engine (`--engine jit`): runs IR functions as native code.
 //
-// Each ir::Function is lowered to one LLVM function (backend/jit/Codegen),
-// optimised at O3 for the host CPU, emitted as an object file and added to
-// one process-wide ORC LLJIT. Compiled code is cached process-wide, keyed
+// Each ir::Function is lowered to one LLVM module (backend/jit/Codegen): an
+// entry function that calls one function per kernel, identical kernels
+// emitted once. It is optimised at O3 for the host CPU, emitted as an
+// object file and added to one process-wide ORC LLJIT. Compiled code is cached process-wide, keyed
 // by the options (JitOptions.h, passed in by the caller; the compiler reads
 // no environment variables) and a hash of the function's printed IR: the
 // rank, the params and the seed are run-time arguments, so the 64 rank
