@@ -15,6 +15,7 @@
 
 #include "backend/Kernels.h"
 #include "support/Diagnostics.h"
+#include "support/Trace.h"
 
 namespace gsl::backend {
 
@@ -119,10 +120,27 @@ Tensor evalCollective(const Op& op, const Tensor& in, const KernelContext& ctx) 
 
 // Times every collective op into the communicator's stats (the training
 // bench reports the share of a step spent communicating).
+// With --trace, each one is an event with its kind, operand bytes, the
+// bytes this rank sent (as counted in the stats), mesh and axes.
 void collectiveInto(const Op& op, const void* in, void* out, const KernelContext& ctx) {
+  trace::Scope traced("collective", op.info().mnemonic);
+  uint64_t sentBefore = 0;
+  if (traced) {
+    traced.arg("kind", std::string(op.info().mnemonic));
+    traced.arg("bytes", (int64_t)op.operands[0]->type.numElements() * 4);
+    const std::string meshName = op.attrs.getString("mesh");
+    traced.arg("mesh", meshName);
+    std::vector<std::string> axes;
+    const ir::Mesh* mesh = ctx.mesh ? &ctx.mesh(meshName) : nullptr;
+    for (int64_t a : op.attrs.getInts("axes"))
+      axes.push_back(mesh && a >= 0 && a < (int64_t)mesh->axes.size() ? mesh->axes[a].name : std::to_string(a));
+    traced.arg("axes", axes);
+    if (ctx.comm) sentBefore = ctx.comm->stats.bytesSent[op.info().mnemonic];
+  }
   auto t0 = std::chrono::steady_clock::now();
   collectiveImpl(op, static_cast<const int32_t*>(in), static_cast<int32_t*>(out), ctx);
   if (ctx.comm) ctx.comm->stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (traced && ctx.comm) traced.arg("bytes_sent", (int64_t)(ctx.comm->stats.bytesSent[op.info().mnemonic] - sentBefore));
 }
 
 static void collectiveImpl(const Op& op, const int32_t* in, int32_t* out, const KernelContext& ctx) {

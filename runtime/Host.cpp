@@ -27,6 +27,7 @@
 #include "runtime/MpiComm.h"
 #include "runtime/TestFaults.h"
 #include "runtime/ThreadComm.h"
+#include "runtime/Trace.h"
 #include "support/Interrupt.h"
 
 namespace gsl::runtime {
@@ -319,6 +320,7 @@ class RankRunner : public HostWalker<HostValue> {
     }
     std::vector<Tensor> res;
     try {
+      trace::Scope traced("function", f.name);
       res = engine_->call(f, args);
     } catch (const backend::RuntimeError& e) {
       fail(e.loc.valid() ? e.loc : st.loc, e.what());
@@ -402,7 +404,11 @@ class RankRunner : public HostWalker<HostValue> {
       shardings.push_back(v.sharding);
     }
     const ir::Function& g = prog_.programs().gatherProgram(names, types, shardings);
-    std::vector<Tensor> whole = engine_->call(g, locals);
+    std::vector<Tensor> whole;
+    {
+      trace::Scope traced("function", g.name);
+      whole = engine_->call(g, locals);
+    }
     if (rank_ != 0) return;  // the caller's barrier waits for rank 0's write
     std::vector<NamedTensor> out;
     for (size_t i = 0; i < names.size(); ++i) out.push_back({names[i], whole[i]});
@@ -421,6 +427,7 @@ class RankRunner : public HostWalker<HostValue> {
     const ir::Function& f = prog_.programs().perRank(th, shardingsOf(in), gather);
     std::vector<Tensor> res;
     try {
+      trace::Scope traced("function", f.name);
       res = engine_->call(f, args);
     } catch (const backend::RuntimeError& e) {
       fail(e.loc.valid() ? e.loc : th.loc, e.what());
@@ -615,10 +622,19 @@ bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagn
   // The memory check partitions every thunk; the run reuses those programs.
   if (opts.maxMemory && !checkMemory(estimate(spmd, prog, opts.jit), opts, diags)) return false;
   MpiComm* mpiComm = nullptr;
+  // --trace: one recorder per rank of this process, current on its thread
+  // while the rank runs (support/Trace.h); times count from `traceOrigin`.
+  const bool tracing = !opts.tracePath.empty();
+  std::vector<trace::Recorder> recorders(tracing ? (size_t)prog.module->np : 0);
+  int64_t traceOrigin = trace::nowNs();
   auto body = [&](int rank, backend::Communicator& realComm) {
     // TEST-ONLY: GSL_TEST_FAULT may wrap the communicator (runtime/TestFaults.h).
     std::unique_ptr<backend::Communicator> faulty = faultInjectingComm(realComm, rank);
     backend::Communicator& comm = faulty ? *faulty : realComm;
+    struct Tracing {
+      Tracing(trace::Recorder* r) { trace::current = r; }
+      ~Tracing() { trace::current = nullptr; }
+    } tracingGuard(tracing ? &recorders[(size_t)rank] : nullptr);
     RankRunner r(spmd, prog.host, opts, rank, comm, out, mpiComm);
     r.run();
     if (rank == 0 && opts.commSeconds) *opts.commSeconds = comm.stats.seconds;
@@ -645,7 +661,15 @@ bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagn
     MpiComm comm;
     mpiComm = &comm;
     try {
+      if (tracing) {  // the ranks' clocks start together (to the barrier's skew)
+        comm.barrier();
+        traceOrigin = trace::nowNs();
+      }
       body(comm.rank(), comm);
+      if (tracing) {
+        auto all = gatherTraceEvents(comm, rankTraceEvents(comm.rank(), recorders[(size_t)comm.rank()], traceOrigin));
+        if (comm.rank() == 0) writeTraceFile(opts.tracePath, all);
+      }
     } catch (const Interrupted&) {
       throw;  // every rank agreed to stop: nothing to abort
     } catch (...) {
@@ -660,6 +684,16 @@ bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagn
   if (auto e = rootCause(errors)) {
     report(e);  // rethrows Interrupted
     return false;
+  }
+  if (tracing) {
+    std::vector<std::string> all;
+    for (size_t r = 0; r < recorders.size(); ++r) all.push_back(rankTraceEvents((int)r, recorders[r], traceOrigin));
+    try {
+      writeTraceFile(opts.tracePath, all);
+    } catch (const std::exception& x) {
+      diags.error({}, x.what());
+      return false;
+    }
   }
   return true;
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "runtime/ThreadComm.h"  // CommVolume
+#include "support/Trace.h"
 
 namespace gsl::runtime {
 
@@ -222,11 +223,16 @@ struct MpiComm::Impl {
 
   // Exchanges the members' call signatures; throws the same CommError on
   // every member if any differs from member 0's.
+  // The exchange is the collective's rendezvous: with --trace, the time in
+  // it is the wait for the group's other members.
   void checkCall(MPI_Comm c, const std::vector<int>& group, const Signature& mine) {
     if (group.size() == 1) return;
     int64_t s[4] = {mine.kind, mine.bytes, mine.dtype, mine.extra};
     std::vector<int64_t> all(4 * group.size());
-    check(MPI_Allgather(s, 4, MPI_INT64_T, all.data(), 4, MPI_INT64_T, c), "MPI_Allgather");
+    {
+      trace::Scope waited("wait", trace::current ? std::string("wait ") + kindName(mine.kind) : std::string());
+      check(MPI_Allgather(s, 4, MPI_INT64_T, all.data(), 4, MPI_INT64_T, c), "MPI_Allgather");
+    }
     auto sig = [&](size_t m) { return Signature{all[4 * m], all[4 * m + 1], all[4 * m + 2], all[4 * m + 3]}; };
     const Signature a = sig(0);
     for (size_t m = 1; m < group.size(); ++m) {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "support/Diagnostics.h"  // UserError
+#include "support/Trace.h"
 
 namespace gsl::runtime {
 
@@ -193,6 +194,8 @@ void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t s
     for (int m : group) waitingIn_[m] = nullptr;
     r->cv.notify_all();
   } else {
+    // --trace: the time blocked here, until the last member posted.
+    const int64_t waitStart = trace::current ? trace::nowNs() : 0;
     ++waiting_;
     waitingIn_[rank] = r.get();
     checkDeadlockLocked();
@@ -202,6 +205,7 @@ void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t s
       if (failedFlag_) throwFailure();
       r->cv.wait_for(lock, kRecheck);
     }
+    if (trace::current) trace::record("wait", "wait " + call.kind, waitStart, trace::nowNs());
   }
 
   // 2. Check that the calls match: every member compares everyone against

@@ -36,6 +36,7 @@
 #include "backend/jit/Runtime.h"
 #include "ir/Printer.h"
 #include "support/Diagnostics.h"
+#include "support/Trace.h"
 
 namespace gsl::backend {
 
@@ -255,6 +256,9 @@ class Compiler {
     if (obs) obs(ev);
     const CompileCacheConfig& cfg = compileCacheConfig();
     std::unique_lock<std::mutex> lock(compileMutex_);
+    // --trace: on the track of the rank that compiles; its "source" says
+    // whether LLVM compiled it or it came from the persistent cache.
+    trace::Scope traced("compile", f.name);
     // A fixed name while hashing, then one derived from the object key (so
     // an object loaded from the cache defines the symbol looked up).
     jit::Lowered l = jit::lowerFunction(f, "gsl_entry", resolved);
@@ -312,6 +316,7 @@ class Compiler {
       object = emitObject(*l.module);
       compiles_++;
     }
+    if (traced) traced.arg("source", std::string(linked ? "linked" : loaded ? "cache" : "llvm"));
     if (!linked) {
       if (loaded) loaded_++;
       ev.loaded = loaded;

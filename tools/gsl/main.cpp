@@ -24,6 +24,7 @@
 #include "runtime/Memory.h"
 #include "runtime/MpiComm.h"
 #include "runtime/MpiLaunch.h"
+#include "runtime/Trace.h"
 #include "support/Interrupt.h"
 
 namespace {
@@ -191,6 +192,9 @@ int main(int argc, char** argv) {
   run->add_flag("--no-cache", noCache, "neither read nor write the compile cache");
   run->add_flag("--cache-stats", cacheStats,
                 "at the end, print how many compiled functions were loaded from the cache and how many compiled");
+  std::string tracePath;
+  run->add_option("--trace", tracePath,
+                  "write a Chrome/Perfetto trace of the run (compiles, calls, collectives, waits) to this file");
   std::string maxMemory;
   run->add_option("--max-memory", maxMemory,
                   "refuse to start when one rank would need more memory than this (512M, 8G; 0: no check; "
@@ -276,6 +280,13 @@ int main(int argc, char** argv) {
   int rc = 0;
 
   if (*run) {
+    if (run->get_option("--trace")->count() > 0) {
+      std::string problem = gsl::runtime::traceFileProblem(tracePath);
+      if (!problem.empty()) {
+        std::cerr << "gsl: error: cannot write the trace file: " << problem << "\n";
+        return 1;
+      }
+    }
     bool underMpirun = gsl::runtime::MpiSession::launchedByMpirun();
     // Ctrl-C: the ranks stop at their next safe point; a second one exits
     // at once (removing temp files). Ranks under mpirun get it as SIGUSR1
@@ -351,6 +362,7 @@ int main(int argc, char** argv) {
     ro.mpi = underMpirun;
     ro.resume = resume;
     ro.logPath = logPath;
+    ro.tracePath = tracePath;
     ro.progress = !noProgress;
     {
       gsl::backend::CompileCacheConfig cc;

@@ -1,0 +1,96 @@
+#include "runtime/Trace.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "backend/Communicator.h"
+
+namespace gsl::runtime {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string traceFileProblem(const std::string& path) {
+  if (path.empty()) return "the trace file name is empty";
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_directory(p, ec)) return "'" + path + "' is a directory";
+  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  if (!fs::is_directory(dir, ec)) return "directory '" + dir.string() + "' does not exist";
+  if (access(dir.c_str(), W_OK) != 0) return "directory '" + dir.string() + "' is not writable";
+  return "";
+}
+
+std::string rankTraceEvents(int rank, const trace::Recorder& rec, int64_t originNs) {
+  json events = json::array();
+  const std::string label = "rank " + std::to_string(rank);
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"ts", 0}, {"pid", rank}, {"tid", 0},
+                    {"args", {{"name", label}}}});
+  events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"ts", 0}, {"pid", rank}, {"tid", 0},
+                    {"args", {{"sort_index", rank}}}});
+  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"ts", 0}, {"pid", rank}, {"tid", 0},
+                    {"args", {{"name", label}}}});
+  for (const trace::Event& e : rec.events) {
+    json args = json::object();
+    for (const auto& [k, v] : e.args) std::visit([&, &k = k](const auto& x) { args[k] = x; }, v);
+    json ev = {{"name", e.name},
+               {"cat", e.cat},
+               {"ph", "X"},
+               {"ts", (double)(e.startNs - originNs) / 1000.0},
+               {"dur", (double)std::max<int64_t>(e.durNs, 0) / 1000.0},
+               {"pid", rank},
+               {"tid", 0}};
+    if (!args.empty()) ev["args"] = std::move(args);
+    events.push_back(std::move(ev));
+  }
+  return events.dump();
+}
+
+void writeTraceFile(const std::string& path, const std::vector<std::string>& rankEvents) {
+  json all = json::array();
+  for (const std::string& r : rankEvents)
+    for (auto& e : json::parse(r)) all.push_back(std::move(e));
+  const json doc = {{"traceEvents", std::move(all)}, {"displayTimeUnit", "ms"}};
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream f(tmp, std::ios::out | std::ios::trunc);
+    if (f) f << doc.dump() << "\n";
+    if (!f || !f.flush()) {
+      std::remove(tmp.c_str());
+      throw std::runtime_error(path + ": cannot write the trace file");
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error(path + ": cannot write the trace file: " + ec.message());
+  }
+}
+
+std::vector<std::string> gatherTraceEvents(backend::Communicator& comm, const std::string& mine) {
+  const int n = comm.size();
+  std::vector<int> world(n);
+  for (int i = 0; i < n; ++i) world[i] = i;
+  // Lengths first, then every rank's array padded to the longest.
+  uint64_t len = mine.size();
+  std::vector<uint64_t> lens(n);
+  comm.allGather(world, &len, sizeof len, lens.data());
+  uint64_t longest = 0;
+  for (uint64_t l : lens) longest = std::max(longest, l);
+  std::string padded = mine;
+  padded.resize(longest, ' ');
+  std::string all(longest * n, ' ');
+  comm.allGather(world, padded.data(), longest, all.data());
+  if (comm.rank() != 0) return {};
+  std::vector<std::string> out;
+  for (int r = 0; r < n; ++r) out.push_back(all.substr(r * longest, lens[r]));
+  return out;
+}
+
+}  // namespace gsl::runtime
