@@ -321,6 +321,10 @@ class RankRunner : public HostWalker<HostValue> {
     std::vector<Tensor> res;
     try {
       trace::Scope traced("function", f.name);
+      if (traced) {  // a training step: its optimizer's step number and source line
+        traced.arg("train_step", t);
+        traced.arg("line", (int64_t)st.loc.line);
+      }
       res = engine_->call(f, args);
     } catch (const backend::RuntimeError& e) {
       fail(e.loc.valid() ? e.loc : st.loc, e.what());
@@ -428,6 +432,7 @@ class RankRunner : public HostWalker<HostValue> {
     std::vector<Tensor> res;
     try {
       trace::Scope traced("function", f.name);
+      if (traced) traced.arg("line", (int64_t)th.loc.line);
       res = engine_->call(f, args);
     } catch (const backend::RuntimeError& e) {
       fail(e.loc.valid() ? e.loc : th.loc, e.what());
