@@ -1,0 +1,77 @@
+// runtime/Trace and support/Trace.h: recording scopes, the events of a
+// rank as trace-event JSON, the path check and the atomic write.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/Trace.h"
+
+using namespace gsl;
+namespace fs = std::filesystem;
+
+TEST_CASE("trace scopes record only while a recorder is current") {
+  trace::Recorder rec;
+  { trace::Scope off("function", "f"); CHECK(!off); }
+  trace::current = &rec;
+  {
+    trace::Scope outer("function", "step");
+    CHECK(outer);
+    outer.arg("line", (int64_t)7);
+    trace::Scope inner("collective", "all_reduce");
+    inner.arg("axes", std::vector<std::string>{"data"});
+  }
+  trace::record("wait", "wait all_reduce", 100, 250);
+  trace::current = nullptr;
+  REQUIRE(rec.events.size() == 3);
+  CHECK(rec.events[0].name == "all_reduce");  // in the order the scopes ended
+  CHECK(rec.events[1].name == "step");
+  CHECK(rec.events[1].startNs <= rec.events[0].startNs);
+  CHECK(rec.events[0].startNs + rec.events[0].durNs <= rec.events[1].startNs + rec.events[1].durNs);
+  CHECK(rec.events[2].durNs == 150);
+
+  auto j = nlohmann::json::parse(runtime::rankTraceEvents(3, rec, 0));
+  REQUIRE(j.size() == 6);  // 3 metadata + 3 complete events
+  CHECK(j[0]["ph"] == "M");
+  CHECK(j[0]["args"]["name"] == "rank 3");
+  const auto& step = j[4];
+  CHECK(step["ph"] == "X");
+  CHECK(step["cat"] == "function");
+  CHECK(step["pid"] == 3);
+  CHECK(step["tid"] == 0);
+  CHECK(step["args"]["line"] == 7);
+  CHECK(j[3]["args"]["axes"] == nlohmann::json::array({"data"}));
+  CHECK(j[5]["ts"].get<double>() == doctest::Approx(0.1));  // microseconds
+  CHECK(j[5]["dur"].get<double>() == doctest::Approx(0.15));
+}
+
+TEST_CASE("trace file: path check and atomic replacement") {
+  const fs::path dir = fs::temp_directory_path() / ("gsl_trace_unit_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  CHECK(runtime::traceFileProblem((dir / "t.json").string()) == "");
+  CHECK(runtime::traceFileProblem((dir / "missing" / "t.json").string()) ==
+        "directory '" + (dir / "missing").string() + "' does not exist");
+  CHECK(runtime::traceFileProblem(dir.string()) == "'" + dir.string() + "' is a directory");
+
+  const std::string path = (dir / "t.json").string();
+  { std::ofstream(path) << "old"; }
+  trace::Recorder r0, r1;
+  trace::record("x", "y", 0, 0);  // no recorder: ignored
+  r1.events.push_back({"compile", "main.0", 5000, 2000, {}});
+  runtime::writeTraceFile(path, {runtime::rankTraceEvents(0, r0, 0), runtime::rankTraceEvents(1, r1, 0)});
+  std::ifstream f(path);
+  auto doc = nlohmann::json::parse(f);
+  CHECK(doc["displayTimeUnit"] == "ms");
+  CHECK(doc["traceEvents"].size() == 7);
+  CHECK(doc["traceEvents"][6]["name"] == "main.0");
+  CHECK(doc["traceEvents"][6]["dur"].get<double>() == doctest::Approx(2.0));
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
+  CHECK(files == 1);  // no temporary file left
+  fs::remove_all(dir);
+}
