@@ -8,6 +8,7 @@
 #include "passes/SpmdPartitioner.h"
 #include "passes/Training.h"
 #include "support/Diagnostics.h"
+#include "support/Trace.h"
 
 namespace gsl::passes {
 
@@ -45,25 +46,48 @@ void printAfter(const PrintAfter* p, const char* pass, ir::Function& f) {
 
 }  // namespace
 
+// Each pass is timed as a "pass" event (global passes) or a "rank pass"
+// event (per-rank passes) of the calling thread's trace recorder, if any
+// (support/Trace.h: `gsl compile --time-passes`, `gsl run --trace`); the
+// verifier after it counts as "verify".
+
 void runGlobalPipeline(ir::Module& m, const PrintAfter* print) {
   // 1. The front end's output must be well-formed IR.
-  ir::verifyOrDie(m, "the front end");
+  {
+    trace::Scope t("pass", "verify");
+    ir::verifyOrDie(m, "the front end");
+  }
   // 2. Shape inference: types are exact and attributes canonical.
-  std::string e = inferShapes(m);
-  GSL_ASSERT(e.empty(), "shape inference failed after the front end: " + e);
-  ir::verifyOrDie(m, "shape inference");
+  {
+    trace::Scope t("pass", "shape-inference");
+    std::string e = inferShapes(m);
+    GSL_ASSERT(e.empty(), "shape inference failed after the front end: " + e);
+  }
+  {
+    trace::Scope t("pass", "verify");
+    ir::verifyOrDie(m, "shape inference");
+  }
   printAfter(print, "shape-inference", m);
   // 3. Training: grad(...) and opt.minimize(...) thunks get their reverse
   //    sweep (autodiff) and optimizer update, on the global IR.
-  expandTraining(m);
-  ir::verifyOrDie(m, "training expansion");
+  {
+    trace::Scope t("pass", "training");
+    expandTraining(m);
+  }
+  {
+    trace::Scope t("pass", "verify");
+    ir::verifyOrDie(m, "training expansion");
+  }
   printAfter(print, "training", m);
 }
 
 std::unique_ptr<ir::Function> buildPerRankProgram(const ir::Module& m, ir::Function& f, bool gather,
                                                   const PrintAfter* print) {
   // 1. Sharding propagation from the annotations and the inputs' shardings.
-  propagateShardings(m, f);
+  {
+    trace::Scope t("rank pass", "propagation");
+    propagateShardings(m, f);
+  }
   if (gather)
     for (size_t i = 0; i < f.results.size(); ++i) {
       f.resultShardings.resize(f.results.size());
@@ -71,13 +95,21 @@ std::unique_ptr<ir::Function> buildPerRankProgram(const ir::Module& m, ir::Funct
     }
   printAfter(print, "propagation", f);
   // 2. SPMD partitioning into the one per-rank program.
-  auto local = partitionFunction(m, f);
+  std::unique_ptr<ir::Function> local;
+  {
+    trace::Scope t("rank pass", "partition");
+    local = partitionFunction(m, f);
+  }
   printAfter(print, "partition", *local);
   // 3. Simplification: one copy of each computation (a reshard the forward
   //    pass did is not repeated by the backward pass), no dead ops.
-  simplify(*local);
+  {
+    trace::Scope t("rank pass", "simplify");
+    simplify(*local);
+  }
   printAfter(print, "simplify", *local);
   // 4. The per-rank program must be well-formed.
+  trace::Scope t("rank pass", "verify");
   std::string e = ir::verifyFunction(m, *local);
   GSL_ASSERT(e.empty(), "invalid per-rank program for @" + f.name + ": " + e);
   return local;

@@ -1,5 +1,6 @@
 #include "runtime/Trace.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,63 @@ std::string traceFileProblem(const std::string& path) {
   if (!fs::is_directory(dir, ec)) return "directory '" + dir.string() + "' does not exist";
   if (access(dir.c_str(), W_OK) != 0) return "directory '" + dir.string() + "' is not writable";
   return "";
+}
+
+std::string compileTimeReport(const trace::Recorder& rec, int64_t totalNs) {
+  struct Row {
+    std::string label;
+    int64_t ns = 0;
+    int64_t count = 0;
+  };
+  static const char* const kCats[] = {"frontend", "pass", "rank pass", "jit"};
+  std::vector<Row> rows;
+  auto rowFor = [&](const std::string& label) -> Row& {
+    for (Row& r : rows)
+      if (r.label == label) return r;
+    rows.push_back({label, 0, 0});
+    return rows.back();
+  };
+  // Rows in category order, each category's names as they first appear.
+  for (const char* cat : kCats)
+    for (const trace::Event& e : rec.events)
+      if (e.cat == cat) {
+        Row& r = rowFor(e.cat == "frontend" ? e.name : e.cat + " " + e.name);
+        r.ns += std::max<int64_t>(e.durNs, 0);
+        r.count++;
+      }
+  int64_t programs = 0, ops = 0, kernels = 0, calls = 0;
+  for (const trace::Event& e : rec.events) {
+    if (e.cat != "compile") continue;
+    programs++;
+    for (const auto& [k, v] : e.args) {
+      const int64_t* n = std::get_if<int64_t>(&v);
+      if (!n) continue;
+      if (k == "ops") ops += *n;
+      if (k == "kernels") kernels += *n;
+      if (k == "kernel_calls") calls += *n;
+    }
+  }
+  int64_t leaves = 0;
+  for (const Row& r : rows) leaves += r.ns;
+  rows.push_back({"other", std::max<int64_t>(totalNs - leaves, 0), 0});
+
+  std::string out = "compile time (wall seconds; % of the total; count: times the phase ran)\n";
+  char line[160];
+  std::snprintf(line, sizeof line, "  %-28s %10s %7s %6s\n", "phase", "seconds", "%", "count");
+  out += line;
+  const double total = (double)std::max<int64_t>(totalNs, 1);
+  for (const Row& r : rows) {
+    std::snprintf(line, sizeof line, "  %-28s %10.4f %6.1f%% %6lld\n", r.label.c_str(), (double)r.ns * 1e-9,
+                  100.0 * (double)r.ns / total, (long long)r.count);
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "  %-28s %10.4f %6.1f%%\n", "total", (double)totalNs * 1e-9, 100.0);
+  out += line;
+  std::snprintf(line, sizeof line,
+                "kernels: %lld rank programs compiled, %lld ops, %lld kernel functions, %lld kernel calls\n",
+                (long long)programs, (long long)ops, (long long)kernels, (long long)calls);
+  out += line;
+  return out;
 }
 
 std::string rankTraceEvents(int rank, const trace::Recorder& rec, int64_t originNs) {

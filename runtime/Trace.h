@@ -35,6 +35,16 @@ std::string rankTraceEvents(int rank, const trace::Recorder& rec, int64_t origin
 // std::runtime_error when it cannot.
 void writeTraceFile(const std::string& path, const std::vector<std::string>& rankEvents);
 
+// `gsl compile --time-passes`: where `totalNs` of compile time went, from
+// one thread's events (support/Trace.h): the front end ("frontend"), each
+// global pass ("pass"), each per-rank pass summed over the rank programs
+// ("rank pass"), the JIT's phases ("jit": lower, optimise, codegen, link)
+// with their seconds, share of the total and count, then what is left
+// ("other"), the total, and the kernels of the compiled programs (the
+// "compile" events' arguments). A table for a person; the rows' order is
+// fixed by category, then by first appearance.
+std::string compileTimeReport(const trace::Recorder& rec, int64_t totalNs);
+
 // MPI: every rank calls this with its event array; rank 0 gets all ranks'
 // arrays in rank order (the others get an empty vector). Collective over
 // the world of `comm`.

@@ -25,7 +25,9 @@ Lowered lowerFunction(const ir::Function& f, const std::string& symbol, const Ji
   out.context = std::make_unique<llvm::LLVMContext>();
   out.module = std::make_unique<llvm::Module>("gsl." + f.name, *out.context);
   BufferPlan plan = planBuffers(f, opts);
-  lowerOps(f, plan, opts, symbol, *out.module);
+  KernelCounts k = lowerOps(f, plan, opts, symbol, *out.module);
+  out.kernels = k.kernels;
+  out.kernelCalls = k.calls;
   out.symbol = symbol;
   out.peakBytes = plan.peak;
   out.results = std::move(plan.results);

@@ -29,6 +29,7 @@ struct Lowered {
   std::string symbol;                 // the compiled function's name in `module`
   size_t peakBytes = 0;               // workspace size
   std::vector<ResultSource> results;  // one per function result
+  size_t kernels = 0, kernelCalls = 0;  // kernel functions (deduplicated), calls of them
 };
 
 // Lowers `f` (unoptimised LLVM IR; the caller sets the target and runs the

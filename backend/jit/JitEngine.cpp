@@ -247,6 +247,16 @@ class Compiler {
     return std::string(buf.data(), buf.size());
   }
 
+  // LLVM's two phases, timed for --trace and `gsl compile --time-passes`.
+  void optimizeAndEmit(llvm::Module& m, std::string& object) {
+    {
+      trace::Scope s("jit", "optimise");
+      optimize(m);
+    }
+    trace::Scope s("jit", "codegen");
+    object = emitObject(m);
+  }
+
   std::shared_ptr<const Compiled> compile(const ir::Function& f, const JitOptions& resolved) {
     const auto t0 = std::chrono::steady_clock::now();
     JitCompileEvent ev;
@@ -261,7 +271,15 @@ class Compiler {
     trace::Scope traced("compile", f.name);
     // A fixed name while hashing, then one derived from the object key (so
     // an object loaded from the cache defines the symbol looked up).
-    jit::Lowered l = jit::lowerFunction(f, "gsl_entry", resolved);
+    jit::Lowered l = [&] {
+      trace::Scope s("jit", "lower");
+      return jit::lowerFunction(f, "gsl_entry", resolved);
+    }();
+    if (traced) {
+      traced.arg("ops", (int64_t)f.ops.size());
+      traced.arg("kernels", (int64_t)l.kernels);
+      traced.arg("kernel_calls", (int64_t)l.kernelCalls);
+    }
     prepare(*l.module);
     const std::string okey = objectKey(*l.module, resolved, cfg.version);
     const std::string symbol = "gsl_fn_" + okey;
@@ -295,7 +313,10 @@ class Compiler {
         // One process compiles, the others wait for its entry; the
         // in-process lock is not held while waiting.
         lock.unlock();
-        ObjectStore::Lock fileLock = store.lock(okey);
+        ObjectStore::Lock fileLock = [&] {
+          trace::Scope s("jit", "cache wait");
+          return store.lock(okey);
+        }();
         lock.lock();
         linked = linkedBefore();
         if (!linked) {
@@ -304,22 +325,21 @@ class Compiler {
             loaded = true;
           } else {
             if (found == ObjectStore::Found::Invalid || again == ObjectStore::Found::Invalid) rebuilt_++;
-            optimize(*l.module);
-            object = emitObject(*l.module);
+            optimizeAndEmit(*l.module, object);
             store.store(okey, object);
             compiles_++;
           }
         }
       }
     } else if (!linked) {
-      optimize(*l.module);
-      object = emitObject(*l.module);
+      optimizeAndEmit(*l.module, object);
       compiles_++;
     }
     if (traced) traced.arg("source", std::string(linked ? "linked" : loaded ? "cache" : "llvm"));
     if (!linked) {
       if (loaded) loaded_++;
       ev.loaded = loaded;
+      trace::Scope s("jit", "link");
       expect(jit_->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, symbol)), "adding an object file");
       auto addr = expect(jit_->lookup(symbol), "looking up a compiled function");
       c->fn = addr.toPtr<jit::CompiledFn>();
@@ -446,6 +466,8 @@ JitCacheStats jitCacheStats() { return Compiler::get().stats(); }
 double jitCompileSeconds() { return Compiler::get().seconds(); }
 
 void setJitCompileObserver(JitCompileObserver o) { observer() = std::move(o); }
+
+void jitCompile(const ir::Function& f, const JitOptions& opts) { Compiler::get().lookup(f, opts); }
 
 size_t jitPeakBytes(const ir::Function& f, const JitOptions& opts) {
   return Compiler::get().lookup(f, opts)->peakBytes;

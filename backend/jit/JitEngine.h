@@ -67,6 +67,9 @@ struct JitCompileEvent {
 using JitCompileObserver = std::function<void(const JitCompileEvent&)>;
 void setJitCompileObserver(JitCompileObserver o);
 
+// Compiles `f` now, if it is not cached yet (`gsl compile --time-passes`).
+void jitCompile(const ir::Function& f, const JitOptions& opts = {});
+
 // Peak bytes of the workspace that holds `f`'s intermediate values, after
 // liveness-based buffer reuse (compiles `f` if it is not cached yet).
 size_t jitPeakBytes(const ir::Function& f, const JitOptions& opts = {});

@@ -912,9 +912,11 @@ class OpLowering : public GemmEmitter {
 
 }  // namespace
 
-void lowerOps(const ir::Function& f, const BufferPlan& plan, const JitOptions& opts, const std::string& symbol,
-              llvm::Module& m) {
-  OpLowering(f, plan, opts, m).lower(symbol);
+KernelCounts lowerOps(const ir::Function& f, const BufferPlan& plan, const JitOptions& opts,
+                      const std::string& symbol, llvm::Module& m) {
+  OpLowering l(f, plan, opts, m);
+  l.lower(symbol);
+  return {l.kernelsEmitted(), l.kernelCalls()};
 }
 
 }  // namespace gsl::backend::jit

@@ -17,7 +17,13 @@ namespace gsl::backend::jit {
 // Adds the function `symbol` to `m`: every live op of `f` that the plan
 // does not fuse, in order, with the buffers `plan` chose (planned for the
 // same `opts`). Unoptimised LLVM IR, checked by LLVM's verifier.
-void lowerOps(const ir::Function& f, const BufferPlan& plan, const JitOptions& opts, const std::string& symbol,
-              llvm::Module& m);
+// How many kernel functions the lowering emitted (identical ones once) and
+// how many calls of them the entry function makes.
+struct KernelCounts {
+  size_t kernels = 0, calls = 0;
+};
+
+KernelCounts lowerOps(const ir::Function& f, const BufferPlan& plan, const JitOptions& opts,
+                      const std::string& symbol, llvm::Module& m);
 
 }  // namespace gsl::backend::jit

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -74,4 +75,30 @@ TEST_CASE("trace file: path check and atomic replacement") {
   for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
   CHECK(files == 1);  // no temporary file left
   fs::remove_all(dir);
+}
+
+TEST_CASE("compile time report: rows by category, summed, the rest as other, kernel counts") {
+  trace::Recorder r;
+  const int64_t ms = 1000000;
+  // As a compile of two rank programs records them (nested events first).
+  r.events.push_back({"pass", "verify", 0, 1 * ms, {}});
+  r.events.push_back({"frontend", "front end", 0, 10 * ms, {}});
+  r.events.push_back({"rank pass", "partition", 0, 2 * ms, {}});
+  r.events.push_back({"jit", "optimise", 0, 30 * ms, {}});
+  r.events.push_back({"compile", "f", 0, 40 * ms, {{"ops", int64_t(7)}, {"kernels", int64_t(2)}, {"kernel_calls", int64_t(3)}}});
+  r.events.push_back({"rank pass", "partition", 0, 4 * ms, {}});
+  r.events.push_back({"jit", "optimise", 0, 50 * ms, {}});
+  r.events.push_back({"compile", "g", 0, 60 * ms, {{"ops", int64_t(5)}, {"kernels", int64_t(1)}, {"kernel_calls", int64_t(1)}, {"source", std::string("llvm")}}});
+  const std::string s = runtime::compileTimeReport(r, 200 * ms);
+  std::istringstream in(s);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  REQUIRE(lines.size() == 9);
+  CHECK(lines[2] == "  front end                        0.0100    5.0%      1");
+  CHECK(lines[3] == "  pass verify                      0.0010    0.5%      1");
+  CHECK(lines[4] == "  rank pass partition              0.0060    3.0%      2");
+  CHECK(lines[5] == "  jit optimise                     0.0800   40.0%      2");
+  CHECK(lines[6] == "  other                            0.1030   51.5%      0");  // 200 - 10 - 1 - 6 - 80 ms
+  CHECK(lines[7] == "  total                            0.2000  100.0%");
+  CHECK(lines[8] == "kernels: 2 rank programs compiled, 12 ops, 3 kernel functions, 4 kernel calls");
 }

@@ -73,7 +73,10 @@ std::unique_ptr<gsl::frontend::CheckedProgram> build(const Common& c, gsl::Sourc
     rc = 2;
     return nullptr;
   }
-  auto prog = gsl::frontend::compileFile(c.file, o, sm, diags);
+  auto prog = [&] {
+    gsl::trace::Scope t("frontend", "front end");  // --time-passes
+    return gsl::frontend::compileFile(c.file, o, sm, diags);
+  }();
   diags.print(std::cerr);
   if (!prog) {
     rc = 1;
@@ -217,6 +220,10 @@ int main(int argc, char** argv) {
   compile->add_option("--print-after", printAfter.passes,
                       "also print the IR after this pass to stderr (repeatable; all: every pass that runs)")
       ->check(CLI::IsMember(passNames));
+  bool timePasses = false;
+  compile->add_flag("--time-passes", timePasses,
+                    "compile every per-rank program with the JIT (no persistent cache) and print to stderr where "
+                    "the time went: front end, each pass, LLVM's phases, kernel counts");
   bool stats = false;
   std::string statsFormat;
   compile->add_option("--stats", statsFormat, "print per-rank costs instead (json)")
@@ -271,8 +278,8 @@ int main(int argc, char** argv) {
   const std::optional<EmitKind> emitKind = gsl::passes::parseEmitKind(emit);
   const gsl::runtime::Engine engineKind = engine == "interp" ? gsl::runtime::Engine::Interp : gsl::runtime::Engine::Jit;
 
-  if (*compile && !emitKind && !stats) {
-    std::cerr << "gsl: usage error: compile needs --emit ast|ir|sharded|spmd|llvm or --stats json\n";
+  if (*compile && !emitKind && !stats && !timePasses) {
+    std::cerr << "gsl: usage error: compile needs --emit ast|ir|sharded|spmd|llvm, --stats json or --time-passes\n";
     return 2;
   }
   gsl::SourceManager sm;
@@ -408,9 +415,33 @@ int main(int argc, char** argv) {
   }
   if (*compile) {
     if (!printAfter.passes.empty()) printAfter.os = &std::cerr;
+    // --time-passes: this thread's passes and compiles are timed into `timed`.
+    gsl::trace::Recorder timed;
+    const int64_t timeStart = gsl::trace::nowNs();
+    if (timePasses) gsl::trace::current = &timed;
     auto prog = build(compileC, sm, diags, rc, &printAfter);
-    if (!prog) return rc;
+    if (!prog) {
+      gsl::trace::current = nullptr;
+      return rc;
+    }
     gsl::ir::Module& mod = *prog->module;
+    if (timePasses) {
+      if (!fn.empty() && !mod.findFunction(fn)) {
+        gsl::trace::current = nullptr;
+        std::cerr << "gsl: error: no function '" << fn << "' in " << compileC.file << "\n";
+        return 1;
+      }
+      const gsl::backend::JitOptions jitOptions = gsl::backend::jitOptionsFromEnvironment();
+      for (auto& f : mod.functions) {
+        if (!fn.empty() && f->name != fn) continue;
+        auto copy = f->clone();
+        auto local = gsl::passes::buildPerRankProgram(mod, *copy, false);
+        gsl::backend::jitCompile(*local, jitOptions);
+      }
+      gsl::trace::current = nullptr;
+      std::cerr << gsl::runtime::compileTimeReport(timed, gsl::trace::nowNs() - timeStart);
+      if (!emitKind && !stats) return 0;
+    }
     if (emitKind == EmitKind::Ast) {
       for (const auto& a : prog->asts) {
         if (prog->asts.size() > 1) std::cout << "# file " << sm.name(a->file) << "\n";
