@@ -403,9 +403,16 @@ int main(int argc, char** argv) {
     }
     rdiags.print(std::cerr);
     if (cacheStats) {
+      // One line per process, written at once (MPI ranks share stderr),
+      // naming the rank under mpirun.
       gsl::backend::JitCacheStats st = gsl::backend::jitCacheStats();
-      std::cerr << "gsl: compile cache: " << st.loaded << " loaded, " << st.compiled << " compiled, " << st.rebuilt
-                << " rebuilt\n";
+      const char* mpiRank = underMpirun ? std::getenv("OMPI_COMM_WORLD_RANK") : nullptr;
+      const std::string line = std::string("gsl: compile cache") + (mpiRank ? std::string(" (rank ") + mpiRank + ")" : "") +
+                               ": " + std::to_string(st.loaded) + " loaded, " + std::to_string(st.compiled) +
+                               " compiled, " + std::to_string(st.rebuilt) + " rebuilt\n";
+      std::cerr << std::flush;
+      std::fputs(line.c_str(), stderr);
+      std::fflush(stderr);
     }
     return ok ? 0 : 1;
   }
