@@ -102,14 +102,22 @@ test-asan: deps
 	  exit $$rc
 
 # Benchmarks (bench/): each prints its ratio against a reference measured in the same run.
-.PHONY: bench
-bench: build
+# Their own packages (not needed by the tests): PyTorch, the reference of
+# bench/first_step.sh; bc for its arithmetic.
+BENCH_PACKAGES := python3-torch bc
+
+.PHONY: bench bench-deps
+bench-deps:
+	@$(MAKE) --no-print-directory deps PACKAGES="$(BENCH_PACKAGES)"
+
+bench: build bench-deps
 	$(BUILD)/bench/bench_compile_time
 	$(BUILD)/bench/bench_collectives_threads
 	$(BUILD)/bench/bench_train_step
 	$(BUILD)/bench/bench_jit
 	$(BUILD)/bench/bench_moe
 	bench/moe_vs_dense.sh $(BUILD)/gsl
+	bench/first_step.sh $(BUILD)/gsl
 	bench/run_mpi_bench.sh $(BUILD)/bench/bench_collectives_mpi
 
 # Across two hosts (network namespaces, root only): bench/multihost_bench.sh.
