@@ -15,9 +15,10 @@ lines = open(sys.argv[1]).read().splitlines()
 assert lines, "the log is empty"
 for i, l in enumerate(lines):
     o = json.loads(l, object_pairs_hook=lambda kv: kv)
-    assert [k for k, _ in o] == ["step", "loss", "tokens_per_s", "elapsed_s"], l
+    assert [k for k, _ in o] == ["step", "loss", "tokens_per_s", "elapsed_s", "compile_s"], l
     d = dict(o)
     assert d["step"] == i + 1 and isinstance(d["loss"], float) and isinstance(d["tokens_per_s"], int), l
+    assert isinstance(d["compile_s"], (int, float)) and d["compile_s"] >= 0, l
 s = json.load(open(sys.argv[2]), object_pairs_hook=lambda kv: kv)
 assert [k for k, _ in s] == ["np", "param_bytes_per_rank", "functions"], s
 fns = dict(s)["functions"]
