@@ -1,5 +1,7 @@
-// IR -> LLVM IR: lowers one ir::Function to one LLVM function with the
-// signature of jit::CompiledFn (Runtime.h). Internal to backend/jit.
+// IR -> LLVM IR: lowers one ir::Function to one LLVM module: an entry
+// function with the signature of jit::CompiledFn (Runtime.h) that calls
+// one internal function per kernel (OpLowering.cpp). Internal to
+// backend/jit.
 //
 // Two stages, each in its own files:
 //   BufferPlan   where do buffers go? liveness, fusion, storage, workspace
