@@ -221,7 +221,12 @@ class RankRunner : public HostWalker<HostValue> {
       case HostLeaf::Var: break;  // HostWalker::input
       case HostLeaf::Exists: {
         std::error_code ec;
-        return {Tensor::scalarBool(std::filesystem::exists(l.name, ec)), std::nullopt};
+        const bool found = std::filesystem::exists(l.name, ec);
+        // Every rank looks before any goes on (to a save that creates the
+        // file): otherwise a late rank sees a file an early one just wrote,
+        // takes the other branch, and the ranks' collectives no longer match.
+        comm_.barrier();
+        return {Tensor::scalarBool(found), std::nullopt};
       }
       case HostLeaf::Load: {
         Tensor t;
