@@ -130,13 +130,17 @@ class OpLowering : public GemmEmitter {
   //
   // Kept in the top-level function: params (their pointer is bound for
   // later ops), collectives, random_uniform and fallback calls (one helper
-  // call each), and ops that alias their operand (no code).
+  // call each), loops (a helper call running the body's function), and ops
+  // that alias their operand (no code).
 
   bool inKernel(const ir::Op& op) {
     if (plan_.fallback[opIndex_]) return false;
     const Storage& s = plan_.storage.at(op.result);
     switch (op.kind) {
       case OpKind::Param: case OpKind::RandomUniform: return false;
+      // A loop has several results and its body is a function of its own
+      // already (LowerLoop.cpp), run by a runtime helper.
+      case OpKind::Loop: return false;
       case OpKind::Constant: return s.kind != Storage::None;
       case OpKind::Reshape: case OpKind::Slice: return s.kind != Storage::Alias;
       default: break;
