@@ -90,7 +90,8 @@ Tensor initParam(const ir::Param& p, uint64_t seed) {
   };
   double limit = 0;
   if (init.kind == ir::ParamInit::Glorot) {
-    const auto& s = p.type.shape;
+    // A stacked param (a param group's member) has one layer's fans.
+    const Shape s(p.type.shape.begin() + std::min<size_t>(init.stacked, p.type.shape.size()), p.type.shape.end());
     double fanIn = 1, fanOut = 1;
     if (s.size() == 1) {
       fanIn = fanOut = (double)s[0];

@@ -489,6 +489,17 @@ class Parser {
       prm.init.kind = ParamInit::Ones;
     } else if (it.text == "glorot") {
       prm.init.kind = ParamInit::Glorot;
+      if (isPunct("(")) {  // glorot(stacked = N): a param group's member
+        next();
+        std::string key;
+        int64_t n = 0;
+        const Token& nt = peek();
+        if (!expectIdent(key, "'stacked'")) return false;
+        if (key != "stacked") return fail(nt, "expected 'stacked', got '" + key + "'");
+        if (!expectPunct("=") || !parseInt(n, "the number of stacked dims") || !expectPunct(")")) return false;
+        if (n < 0 || n > prm.type.rank()) return fail(nt, "glorot's stacked dims must be 0.." + std::to_string(prm.type.rank()));
+        prm.init.stacked = (int)n;
+      }
     } else if (it.text == "normal") {
       prm.init.kind = ParamInit::Normal;
       if (!expectPunct("(") || !parseNumber(prm.init.a, "the standard deviation") || !expectPunct(")"))

@@ -12,7 +12,7 @@ std::string ParamInit::str() const {
     case Ones: return "ones";
     case Normal: return "normal(" + formatDouble(a) + ")";
     case Uniform: return "uniform(" + formatDouble(a) + ", " + formatDouble(b) + ")";
-    case Glorot: return "glorot";
+    case Glorot: return stacked ? "glorot(stacked = " + std::to_string(stacked) + ")" : "glorot";
   }
   return "?";
 }

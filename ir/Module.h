@@ -17,7 +17,10 @@ namespace gsl::ir {
 struct ParamInit {
   enum Kind { Zeros, Ones, Normal, Uniform, Glorot } kind = Zeros;
   double a = 0, b = 0;  // normal: std in a; uniform: lo in a, hi in b
-  std::string str() const;  // "zeros", "normal(0.02)", "uniform(-1.0, 1.0)", "glorot"
+  // Leading dims that stack layers (a param-group member: 1); glorot's fans
+  // are those of one layer.
+  int stacked = 0;
+  std::string str() const;  // "zeros", "normal(0.02)", "uniform(-1.0, 1.0)", "glorot", "glorot(stacked = 1)"
 };
 
 struct Param {
