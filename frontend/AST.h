@@ -48,6 +48,17 @@ enum class ExprKind {
   Binary,                           // op in {+ - * / % ** @ == != < <= > >= and or}
   Annot,                            // expr @shard(...)
   Load,                             // load(path) : TYPE [@shard(...)]
+  Index,                            // base[items]: elems[0] is the base, indices the items
+  Member,                           // group.member (a param-group member; text.member)
+};
+
+// One item of `x[...]`: a point `i` (drops the dim) or a slice `a:b` (keeps
+// it; either bound may be left out).
+struct IndexItem {
+  SourceLoc loc;
+  bool slice = false;
+  ExprPtr point;   // a point
+  ExprPtr lo, hi;  // a slice's bounds (null: from the start / to the end)
 };
 
 struct Expr {
@@ -63,6 +74,7 @@ struct Expr {
   std::vector<CallArg> args;   // Call
   std::unique_ptr<ShardAnnot> annot;  // Annot, Load
   std::unique_ptr<TypeExpr> type;     // Load
+  std::vector<IndexItem> indices;     // Index
 };
 
 struct Stmt;
@@ -82,7 +94,7 @@ struct Stmt {
   bool hasElse = false;
 };
 
-enum class DeclKind { Import, Const, Mesh, Param, Fn, Optimizer, Dataset };
+enum class DeclKind { Import, Const, Mesh, Param, Fn, Optimizer, Dataset, ParamGroup };
 // The keyword that declares it: "import", "const", ..., "fn", ...
 const char* declKindName(DeclKind k);
 
@@ -117,6 +129,9 @@ struct Decl {
   std::vector<FnResult> results;      // Fn
   bool tupleResult = false;           // Fn: `-> (T1, T2)`
   Block body;                         // Fn
+  // ParamGroup `param blocks[L] { wq: T = init ... }`: value is L, members
+  // are Param decls (their name the member's, their type one layer's).
+  std::vector<std::unique_ptr<Decl>> members;
 };
 
 struct Program {

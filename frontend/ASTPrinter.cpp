@@ -89,6 +89,17 @@ std::string exprStr(const Expr& e) {
     case ExprKind::Binary:
       return "(" + exprStr(*e.elems[0]) + " " + e.text + " " + exprStr(*e.elems[1]) + ")";
     case ExprKind::Annot: return "(" + exprStr(*e.elems[0]) + " " + annotStr(*e.annot) + ")";
+    case ExprKind::Member: return e.text + "." + e.member;
+    case ExprKind::Index: {
+      std::string r = exprStr(*e.elems[0]) + "[";
+      for (size_t i = 0; i < e.indices.size(); ++i) {
+        const IndexItem& it = e.indices[i];
+        if (i) r += ", ";
+        if (!it.slice) r += exprStr(*it.point);
+        else r += (it.lo ? exprStr(*it.lo) : "") + ":" + (it.hi ? exprStr(*it.hi) : "");
+      }
+      return r + "]";
+    }
     case ExprKind::Load:
       return "load(" + exprStr(*e.elems[0]) + ") : " + typeStr(*e.type) + (e.annot ? " " + annotStr(*e.annot) : "");
   }
@@ -148,6 +159,7 @@ const char* declKindName(DeclKind k) {
     case DeclKind::Fn: return "fn";
     case DeclKind::Optimizer: return "optimizer";
     case DeclKind::Dataset: return "dataset";
+    case DeclKind::ParamGroup: return "param group";
   }
   return "?";
 }
@@ -168,6 +180,12 @@ std::string printAST(const Program& p) {
       }
       case DeclKind::Optimizer: os << "optimizer " << d.name << " = " << exprStr(*d.value) << "\n"; break;
       case DeclKind::Dataset: os << "dataset " << d.name << " = " << exprStr(*d.value) << "\n"; break;
+      case DeclKind::ParamGroup:
+        os << "param " << d.name << "[" << exprStr(*d.value) << "]\n";
+        for (const auto& m : d.members)
+          os << "  " << m->loc.line << ":" << m->loc.col << " " << m->name << ": " << typeStr(*m->type)
+             << (m->annot ? " " + annotStr(*m->annot) : "") << " = " << exprStr(*m->value) << "\n";
+        break;
       case DeclKind::Param:
         os << "param " << d.name << ": " << typeStr(*d.type) << (d.annot ? " " + annotStr(*d.annot) : "") << " = "
            << exprStr(*d.value) << "\n";

@@ -64,10 +64,37 @@ std::vector<std::string> Sema::visibleNames(Ctx& c) {
   return r;
 }
 
+// The value of param `p` in context `c`: its `param` op, read once per
+// function; in a loop body, the param read outside the loop and passed in.
+EV Sema::paramRef(Ctx& c, const Param& p, SourceLoc l) {
+  auto pv = c.paramVals.find(p.name);
+  if (pv != c.paramVals.end()) return EV::tensor(pv->second);
+  if (c.loop) {
+    EV outer = paramRef(*c.loop->parent, p, l);
+    if (!outer.ok()) return outer;
+    Value* a = capture(*c.loop, outer.v);
+    c.paramVals[p.name] = a;
+    return EV::tensor(a);
+  }
+  AttrMap at;
+  at.set("name", p.name);
+  Op* op = c.fn->append(OpKind::Param, {}, at, p.type, l);
+  op->result->sharding = p.sharding;
+  c.paramVals[p.name] = op->result;
+  return EV::tensor(op->result);
+}
+
 EV Sema::lowerName(Ctx& c, const ast::Expr& e) {
   for (auto it = c.scopes.rbegin(); it != c.scopes.rend(); ++it) {
     auto f = it->find(e.text);
     if (f != it->end()) return f->second;
+  }
+  // A loop body sees the names of the code around the loop; the values it
+  // reads become arguments of the body.
+  if (c.loop && c.loopRoot) {
+    EV r = lowerName(*c.loop->parent, e);
+    if (r.kind == EV::Tensor) return EV::tensor(capture(*c.loop, r.v));
+    return r;
   }
   if (c.host) {
     for (auto it = hostScopes_.rbegin(); it != hostScopes_.rend(); ++it) {
@@ -86,15 +113,11 @@ EV Sema::lowerName(Ctx& c, const ast::Expr& e) {
     return EV::literal(Num{true, sv->second, 0});
   if (e.text == "NP") return EV::literal(Num{true, opts_.np, 0});
   if (auto it = consts_.find(e.text); it != consts_.end()) return EV::literal(Num{true, it->second, 0});
-  if (const Param* p = mod_->findParam(e.text)) {
-    auto pv = c.paramVals.find(p->name);
-    if (pv != c.paramVals.end()) return EV::tensor(pv->second);
-    AttrMap at;
-    at.set("name", p->name);
-    Op* op = c.fn->append(OpKind::Param, {}, at, p->type, e.loc);
-    op->result->sharding = p->sharding;
-    c.paramVals[p->name] = op->result;
-    return EV::tensor(op->result);
+  if (const Param* p = mod_->findParam(e.text)) return paramRef(c, *p, e.loc);
+  if (groups_.count(e.text)) {
+    err(c, e.loc, "'" + e.text + "' is a param group; use its members one layer at a time, as " + e.text + "." +
+                      groups_.at(e.text).members.front() + "[l]");
+    return {};
   }
   auto g = globals_.find(e.text);
   if (g != globals_.end()) {
@@ -162,7 +185,21 @@ EV Sema::lowerBinary(Ctx& c, const ast::Expr& e) {
       }
     }
   }
-  return emit(c, k, ops, {}, e.loc);
+  EV r = emit(c, k, ops, {}, e.loc);
+  // A loop index plus or minus a constant is still a known range.
+  if (r.ok() && (k == OpKind::Add || k == OpKind::Sub)) {
+    auto ra = a.kind == EV::Tensor ? indexRange_.find(a.v) : indexRange_.end();
+    auto rb = b.kind == EV::Tensor ? indexRange_.find(b.v) : indexRange_.end();
+    if ((ra != indexRange_.end() && ra->second == kUnknownRange) || (rb != indexRange_.end() && rb->second == kUnknownRange)) {
+      indexRange_[r.v] = kUnknownRange;
+    } else if (ra != indexRange_.end() && b.kind == EV::Literal && b.lit.isInt) {
+      int64_t d = k == OpKind::Add ? b.lit.i : -b.lit.i;
+      indexRange_[r.v] = {ra->second.first + d, ra->second.second + d};
+    } else if (rb != indexRange_.end() && a.kind == EV::Literal && a.lit.isInt && k == OpKind::Add) {
+      indexRange_[r.v] = {rb->second.first + a.lit.i, rb->second.second + a.lit.i};
+    }
+  }
+  return r;
 }
 
 EV Sema::lowerUnary(Ctx& c, const ast::Expr& e) {
@@ -229,6 +266,8 @@ EV Sema::lower(Ctx& c, const ast::Expr& e) {
     }
     case ast::ExprKind::Load: return lowerLoad(c, e);
     case ast::ExprKind::Method: return lowerMethod(c, e);
+    case ast::ExprKind::Index: return lowerIndex(c, e);
+    case ast::ExprKind::Member: return lowerMember(c, e, false);
   }
   return {};
 }

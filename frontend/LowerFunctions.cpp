@@ -132,6 +132,9 @@ void Sema::lowerFnStandalone(const std::string& name) {
       a->sharding = f.argShardings[i];
       a->name = f.decl->args[i].name;
       c.scopes.back()[f.decl->args[i].name] = EV::tensor(a);
+      // An i32 scalar argument may be a layer index: its range is checked
+      // where the function is inlined, with the caller's value.
+      if (a->type == TensorType{DType::I32, {}}) indexRange_[a] = kUnknownRange;
     }
     std::vector<Value*> results;
     bodyOk = lowerFnBody(c, *f.decl, f, results);
@@ -165,7 +168,8 @@ bool Sema::lowerFnBody(Ctx& c, const ast::Decl& d, FnInfo& f, std::vector<Value*
         ok &= bindLet(c, s);
         break;
       case ast::StmtKind::Assign:
-        err(c, s.loc, "cannot reassign '" + s.names[0] + "' in a tensor function (bind a new name with let)");
+        err(c, s.loc, "cannot reassign '" + s.names[0] + "' in a tensor function (bind a new name with let, "
+                      "or reassign it in a for loop)");
         ok = false;
         break;
       case ast::StmtKind::Return: {
@@ -213,9 +217,10 @@ bool Sema::lowerFnBody(Ctx& c, const ast::Decl& d, FnInfo& f, std::vector<Value*
         break;
       }
       case ast::StmtKind::For:
+        ok &= lowerLoop(c, s);
+        break;
       case ast::StmtKind::If:
-        err(c, s.loc, std::string("'") + (s.kind == ast::StmtKind::For ? "for" : "if") +
-                          "' is only allowed in fn main (tensor functions are straight-line code; use where(...) to select)");
+        err(c, s.loc, "'if' is only allowed in fn main (tensor functions have no branches; use where(...) to select)");
         ok = false;
         break;
       case ast::StmtKind::Expr: {
@@ -395,6 +400,7 @@ EV Sema::lowerUserCall(Ctx& c, const ast::Expr& e, const std::string& name, size
   inner.fn = c.fn;
   inner.host = false;
   inner.paramVals = c.paramVals;
+  inner.loop = c.loop;  // params read in a loop body come from outside it
   inner.callStack = c.callStack;
   inner.callStack.push_back(name);
   inner.scopes.emplace_back();

@@ -208,6 +208,21 @@ class Builder {
       d->type = type(x->type());
       if (x->annotation()) d->annot = annotation(x->annotation());
       d->value = expr(x->expr());
+    } else if (auto* x = dynamic_cast<GSLParser::ParamGroupDeclContext*>(c)) {
+      d->kind = ast::DeclKind::ParamGroup;
+      d->name = x->ID()->getText();
+      d->loc = loc(x->ID());
+      d->value = expr(x->expr());
+      for (auto* m : x->groupMember()) {
+        auto md = std::make_unique<ast::Decl>();
+        md->kind = ast::DeclKind::Param;
+        md->name = m->ID()->getText();
+        md->loc = loc(m->ID());
+        md->type = type(m->type());
+        if (m->annotation()) md->annot = annotation(m->annotation());
+        md->value = expr(m->expr());
+        d->members.push_back(std::move(md));
+      }
     } else if (auto* x = dynamic_cast<GSLParser::FnDeclContext*>(c)) {
       d->kind = ast::DeclKind::Fn;
       d->name = x->ID()->getText();
@@ -392,6 +407,24 @@ class Builder {
       return mk(ast::ExprKind::Int, loc(c));
     }
     if (auto* x = dynamic_cast<GSLParser::PrimaryExprContext*>(c)) return primary(x->primary(), depth);
+    if (auto* x = dynamic_cast<GSLParser::IndexExprContext*>(c)) {
+      auto e = mk(ast::ExprKind::Index, loc(opToken(x)));
+      e->elems.push_back(expr(x->expr(), depth + 1));
+      for (auto* ic : x->index()) {
+        ast::IndexItem it;
+        it.loc = loc(ic);
+        if (auto* p = dynamic_cast<GSLParser::PointIndexContext*>(ic)) {
+          it.point = expr(p->expr(), depth + 1);
+        } else {
+          auto* sl = dynamic_cast<GSLParser::SliceIndexContext*>(ic);
+          it.slice = true;
+          if (sl->lo) it.lo = expr(sl->lo, depth + 1);
+          if (sl->hi) it.hi = expr(sl->hi, depth + 1);
+        }
+        e->indices.push_back(std::move(it));
+      }
+      return e;
+    }
     if (auto* x = dynamic_cast<GSLParser::AnnotExprContext*>(c)) {
       auto e = mk(ast::ExprKind::Annot, loc(x->annotation()));
       e->elems.push_back(expr(x->expr(), depth + 1));
@@ -476,6 +509,12 @@ class Builder {
       e->text = x->ID(0)->getText();
       e->member = x->ID(1)->getText();
       e->args = callArgs(x->arg(), depth);
+      return e;
+    }
+    if (auto* x = dynamic_cast<GSLParser::MemberExprContext*>(c)) {
+      auto e = mk(ast::ExprKind::Member, l);
+      e->text = x->ID(0)->getText();
+      e->member = x->ID(1)->getText();
       return e;
     }
     if (auto* x = dynamic_cast<GSLParser::NameExprContext*>(c)) {

@@ -77,6 +77,7 @@ bool Sema::run(const std::vector<const ast::Decl*>& decls) {
       case ast::DeclKind::Const: declConst(*d); break;
       case ast::DeclKind::Mesh: declMesh(*d); break;
       case ast::DeclKind::Param: declParam(*d); break;
+      case ast::DeclKind::ParamGroup: declParamGroup(*d); break;
       case ast::DeclKind::Optimizer: declOptimizer(*d); break;
       case ast::DeclKind::Dataset: declDataset(*d); break;
       default: break;
@@ -223,6 +224,62 @@ void Sema::declParam(const ast::Decl& d) {
     return;
   }
   mod_->params.push_back(p);
+}
+
+// `param blocks[L] { wq: f32[D, H] @shard(m, [_, model]) = glorot ... }`:
+// one stacked param per member, `blocks.wq: f32[L, D, H]`, its layer dim
+// never split; each layer's initial values are distinct (they are rows of
+// one stacked tensor) and glorot's fans are one layer's.
+void Sema::declParamGroup(const ast::Decl& d) {
+  if (!isRegistered(d)) return;
+  auto layers = evalInt(*d.value, "the number of layers of param group '" + d.name + "'");
+  if (!layers) return;
+  if (*layers <= 0) {
+    err(startLoc(*d.value), "param group '" + d.name + "' must have at least one layer, got " + std::to_string(*layers));
+    return;
+  }
+  if (d.members.empty()) {
+    err(d.loc, "param group '" + d.name + "' has no members");
+    return;
+  }
+  Group g;
+  g.layers = *layers;
+  std::map<std::string, SourceLoc> seen;
+  for (const auto& mp : d.members) {
+    const ast::Decl& m = *mp;
+    if (auto it = seen.find(m.name); it != seen.end()) {
+      err(m.loc, "param group '" + d.name + "' declares member '" + m.name + "' twice");
+      diags_.note(it->second, "'" + m.name + "' was first declared here");
+      continue;
+    }
+    seen[m.name] = m.loc;
+    g.members.push_back(m.name);
+    auto t = lowerType(*m.type);
+    if (!t) continue;
+    Param p;
+    p.name = d.name + "." + m.name;
+    p.type = *t;
+    p.type.shape.insert(p.type.shape.begin(), *layers);
+    p.loc = m.loc;
+    if (!p.type.sizeFits()) {
+      err(m.type->loc, "param " + p.name + " of type " + p.type.str() + " is too large: its size in bytes overflows 64 bits");
+      continue;
+    }
+    if (m.annot) {
+      auto s = checkSharding(*m.annot, *t);
+      if (!s) continue;
+      s->dims.insert(s->dims.begin(), std::vector<std::string>{});  // the layer dim is never split
+      p.sharding = s;
+    }
+    if (!lowerInit(*m.value, p.init)) continue;
+    p.init.stacked = 1;
+    if (p.type.dtype != DType::F32) {
+      err(m.type->loc, "params must be f32 (trainable), got " + t->str());
+      continue;
+    }
+    mod_->params.push_back(p);
+  }
+  groups_[d.name] = g;
 }
 
 // Keyword arguments of a declaration's constructor call, as numbers.

@@ -14,6 +14,7 @@
 //                       builtins (print, save, batch, grad, ...) and thunks
 #pragma once
 #include <compare>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -111,6 +112,19 @@ class Sema {
   std::vector<std::unique_ptr<Function>> thunks_;
   int nextThunk_ = 0;  // thunks are named main.0, main.1, ... in creation order
 
+  struct Ctx;
+  // A loop being lowered (LowerLoops.cpp): its body function, the context
+  // the loop is in, and the values of that context the body reads, each
+  // passed in as a body argument (a body reads only its arguments).
+  struct LoopFrame {
+    Ctx* parent = nullptr;
+    Function* body = nullptr;
+    std::string var;                       // the loop index's name
+    std::vector<std::string> carried;      // carried names, in operand order
+    std::vector<Value*> carriedInit;       // their values before the loop
+    std::map<Value*, Value*> captured;     // outer value -> body argument
+    std::vector<Value*> invariants;        // outer values, in argument order
+  };
   // A lowering context: the function being built and its local names.
   struct Ctx {
     Function* fn = nullptr;
@@ -121,7 +135,24 @@ class Sema {
     std::map<std::string, Value*> paramVals;   // param -> its `param` op in this function
     std::vector<std::string> callStack;
     int mute = 0;                              // > 0 while inlining an already checked body
+    LoopFrame* loop = nullptr;                 // innermost loop whose body is being built
+    bool loopRoot = false;                     // this context is that body's own (not a call inlined into it)
   };
+  // Param groups: group -> (layers, members).
+  struct Group {
+    int64_t layers = 0;
+    std::vector<std::string> members;
+  };
+  std::map<std::string, Group> groups_;
+  // The values an i32 scalar index is known to take (a loop index, plus or
+  // minus constants): [first, last].
+  // kUnknownRange: an i32 argument of a function checked on its own (the
+  // range is checked at each call, where the function is inlined).
+  std::map<const Value*, std::pair<int64_t, int64_t>> indexRange_;
+  static constexpr std::pair<int64_t, int64_t> kUnknownRange{INT64_MIN, INT64_MAX};
+  // Bodies of loops that were not built (an error, or nothing carried): kept
+  // until the end, so indexRange_ never sees a reused address.
+  std::vector<std::unique_ptr<Function>> deadBodies_;
   std::vector<std::map<std::string, TensorType>> hostScopes_;
   // Calls are inlined, so a few lines can ask for exponentially many ops (f1
   // calls f0 twice, f2 calls f1 twice, ...): each inlining first checks the
@@ -145,6 +176,7 @@ class Sema {
   void declDataset(const ast::Decl& d);
   const Dataset* findDataset(const std::string& n) const;
   bool lowerInit(const ast::Expr& e, ParamInit& init);
+  void declParamGroup(const ast::Decl& d);
 
   // ---------------------------------------------- ConstEval.cpp: compile-time values
   std::optional<Num> constEval(const ast::Expr& e);
@@ -173,6 +205,15 @@ class Sema {
                 bool variadicLast, const std::string& sig, std::vector<const ast::Expr*>& slots,
                 std::vector<const ast::Expr*>& rest, size_t firstArg = 0, const std::string* calleeName = nullptr);
   EV lowerBuiltin(Ctx& c, const ast::Expr& e, const OpInfo& op);
+  EV paramRef(Ctx& c, const Param& p, SourceLoc l);
+
+  // ---------------------------------------------- LowerLoops.cpp: loops and indexing
+  Value* capture(LoopFrame& f, Value* outer);
+  EV lowerMember(Ctx& c, const ast::Expr& e, bool indexed);
+  EV lowerIndex(Ctx& c, const ast::Expr& e);
+  bool lowerLoop(Ctx& c, const ast::Stmt& s);
+  bool lowerLoopStmt(Ctx& c, const ast::Stmt& s);
+  bool lowerAssign(Ctx& c, const ast::Stmt& s);
 
   // ---------------------------------------------- LowerFunctions.cpp: user functions
   std::vector<std::string> shapeVarsOf(const ast::Decl& d);

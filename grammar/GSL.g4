@@ -10,12 +10,17 @@ decl
     | 'const' ID '=' expr                                         # constDecl
     | 'mesh' ID '=' '[' meshAxis (',' meshAxis)* ','? ']'        # meshDecl
     | 'param' ID ':' type annotation? '=' expr                    # paramDecl
+    | 'param' ID '[' expr ']' '{' groupMember* '}'                # paramGroupDecl
     | 'fn' ID shapeParams? '(' (fnArg (',' fnArg)* ','?)? ')' ('->' resultType)? block  # fnDecl
     | 'optimizer' ID '=' expr                                     # optimizerDecl
     | 'dataset' ID '=' expr                                       # datasetDecl
     ;
 
 meshAxis : ID ':' expr ;
+
+// A member of a param group `param blocks[L] { wq: f32[D, H] = glorot }`:
+// its type is one layer's; the param is stacked, `blocks.wq: f32[L, D, H]`.
+groupMember : ID ':' type annotation? '=' expr ','? ;
 
 // Explicit shape parameters of a generic function, given at each call as
 // keyword arguments: `fn top2_gating[C](...)`, `top2_gating(l, u, C=4)`.
@@ -58,6 +63,7 @@ ifTail : 'if' expr block ('else' (ifTail | block))? ;
 
 expr
     : primary                                                     # primaryExpr
+    | expr '[' index (',' index)* ','? ']'                        # indexExpr
     | <assoc=right> expr '**' expr                                # powExpr
     | op=('-' | '+') expr                                         # unaryExpr
     | expr op=('*' | '/' | '%' | '@') expr                        # mulExpr
@@ -78,6 +84,7 @@ primary
     | 'load' '(' expr ')' ':' type annotation?                    # loadExpr
     | ID '.' ID '(' (arg (',' arg)* ','?)? ')'                    # methodExpr
     | ID '(' (arg (',' arg)* ','?)? ')'                           # callExpr
+    | ID '.' ID                                                   # memberExpr
     | ID                                                          # nameExpr
     | '[' (expr (',' expr)* ','?)? ']'                            # listExpr
     | '(' expr ')'                                                # parenExpr
@@ -85,6 +92,12 @@ primary
     ;
 
 arg : (ID '=')? expr ;
+
+// `x[i]` (drops the dim), `x[a:b]`, `x[:b]`, `x[a:]`, `x[:]` (keep it).
+index
+    : expr                                                        # pointIndex
+    | lo=expr? ':' hi=expr?                                       # sliceIndex
+    ;
 
 DTYPE  : 'f32' | 'i32' | 'bool' ;
 ID     : [a-zA-Z_] [a-zA-Z_0-9]* ;
