@@ -420,13 +420,17 @@ EV Sema::lowerUserCall(Ctx& c, const ast::Expr& e, const std::string& name, size
   // generic one is checked here, once per distinct instance.
   bool generic = !f.shapeVars.empty();
   inner.mute = (!generic || failedInstances_.count(key)) ? 1 : 0;
-  int before = diags_.errorCount();
+  int before = diags_.errorCount(), indexErrorsBefore = inlinedIndexErrors_;
   shapeVars_.push_back(bound);
   std::vector<Value*> results;
   bool bodyOk = lowerFnBody(inner, d, *sig, results);
   shapeVars_.pop_back();
   if (!bodyOk) {
     if (tooLarge_) return {};
+    if (inlinedIndexErrors_ > indexErrorsBefore) {  // an index out of range with this call's arguments
+      if (!c.mute) diags_.note(e.loc, "in this call of '" + name + "'");
+      return {};
+    }
     GSL_ASSERT(generic, "inlining '" + name + "' failed after it was checked");
     if (diags_.errorCount() > before) {
       std::string vars;

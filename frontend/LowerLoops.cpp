@@ -60,6 +60,18 @@ Value* Sema::capture(LoopFrame& f, Value* outer) {
   return a;
 }
 
+// An index error that may show only where a function is inlined (its i32
+// argument bound to the caller's value): reported even while inlining a
+// body that was checked on its own (c.mute), once per place and message.
+void Sema::indexErr(Ctx& c, SourceLoc l, const std::string& m) {
+  if (!c.mute) {
+    diags_.error(l, m);
+    return;
+  }
+  if (reportedIndexErrors_.insert({l.file, l.line, l.col, m}).second) diags_.error(l, m);
+  ++inlinedIndexErrors_;
+}
+
 // `group.member`: the stacked param. `indexed`: it is the base of x[...]
 // (a member must be read one layer at a time).
 EV Sema::lowerMember(Ctx& c, const ast::Expr& e, bool indexed) {
@@ -137,8 +149,14 @@ EV Sema::lowerIndex(Ctx& c, const ast::Expr& e) {
         v = EV::literal(Num{true, (int64_t)v.v->def->attrs.getFloat("value"), 0});
       if (v.kind == EV::Tensor) {
         auto r = indexRange_.find(v.v);
+        if (v.v->type == TensorType{DType::I32, {}} && r == indexRange_.end() && !v.v->def &&
+            !c.callStack.empty() && c.callStack.front() == "main") {
+          indexErr(c, startLoc(*it.point), "a variable of fn main cannot be an index (the index of a stacked value "
+                                           "must be a compile-time constant or a loop index of a tensor function)");
+          return {};
+        }
         if (v.v->type != TensorType{DType::I32, {}} || r == indexRange_.end()) {
-          err(c, startLoc(*it.point), "an index must be a compile-time constant or a loop index (plus or minus a constant), got " +
+          indexErr(c, startLoc(*it.point), "an index must be a compile-time constant or a loop index (plus or minus a constant), got " +
                                           std::string(v.v->type == TensorType{DType::I32, {}} ? "a computed i32 value"
                                                                                              : "a value of type " + v.v->type.str()));
           return {};
@@ -148,7 +166,7 @@ EV Sema::lowerIndex(Ctx& c, const ast::Expr& e) {
           return {};
         }
         if (r->second != kUnknownRange && (r->second.first < 0 || r->second.second >= n)) {
-          err(c, startLoc(*it.point), "loop index out of range for " + dimStr + " (size " + std::to_string(n) +
+          indexErr(c, startLoc(*it.point), "loop index out of range for " + dimStr + " (size " + std::to_string(n) +
                                           "): it takes the values " + rangeStr(r->second));
           return {};
         }
@@ -161,7 +179,7 @@ EV Sema::lowerIndex(Ctx& c, const ast::Expr& e) {
       }
       int64_t i = v.lit.i < 0 ? v.lit.i + n : v.lit.i;
       if (i < 0 || i >= n) {
-        err(c, startLoc(*it.point), "index " + std::to_string(v.lit.i) + " is out of range for " + dimStr + " (size " +
+        indexErr(c, startLoc(*it.point), "index " + std::to_string(v.lit.i) + " is out of range for " + dimStr + " (size " +
                                         std::to_string(n) + ")");
         return {};
       }

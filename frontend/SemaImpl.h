@@ -21,6 +21,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -153,6 +154,9 @@ class Sema {
   // Bodies of loops that were not built (an error, or nothing carried): kept
   // until the end, so indexRange_ never sees a reused address.
   std::vector<std::unique_ptr<Function>> deadBodies_;
+  // Index errors found while inlining (LowerLoops.cpp, indexErr).
+  int inlinedIndexErrors_ = 0;
+  std::set<std::tuple<int, int, int, std::string>> reportedIndexErrors_;
   std::vector<std::map<std::string, TensorType>> hostScopes_;
   // Calls are inlined, so a few lines can ask for exponentially many ops (f1
   // calls f0 twice, f2 calls f1 twice, ...): each inlining first checks the
@@ -209,6 +213,7 @@ class Sema {
 
   // ---------------------------------------------- LowerLoops.cpp: loops and indexing
   Value* capture(LoopFrame& f, Value* outer);
+  void indexErr(Ctx& c, SourceLoc l, const std::string& m);
   EV lowerMember(Ctx& c, const ast::Expr& e, bool indexed);
   EV lowerIndex(Ctx& c, const ast::Expr& e);
   bool lowerLoop(Ctx& c, const ast::Stmt& s);
