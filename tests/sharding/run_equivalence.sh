@@ -60,8 +60,9 @@ if [ ! -s "$WORK/configs" ]; then
   exit 1
 fi
 # Both engines: the runs use the default (the JIT); the first configuration
-# runs once more on the reference interpreter (not under --mpi).
-if [ -z "$MPI" ]; then
+# runs once more on the reference interpreter (not under --mpi, and not
+# when the configurations choose the engine themselves).
+if [ -z "$MPI" ] && ! head -n1 "$WORK/configs" | grep -q -- '--engine'; then
   printf '%s --engine interp\n' "$(head -n1 "$WORK/configs")" >> "$WORK/configs"
 fi
 
