@@ -112,6 +112,10 @@ EV Sema::lowerIndex(Ctx& c, const ast::Expr& e) {
   }
   Value* x = b.v;
   const TensorType t = x->type;
+  if (e.indices.empty()) {
+    err(c, e.loc, "an index needs at least one item (x[i], x[a:b], x[:, i])");
+    return {};
+  }
   if ((int)e.indices.size() > t.rank()) {
     const ast::IndexItem& extra = e.indices[t.rank()];
     err(c, extra.loc, "cannot index dim " + std::to_string(t.rank()) + " of a value of type " + t.str() + " (it has " +

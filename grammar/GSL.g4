@@ -63,7 +63,7 @@ ifTail : 'if' expr block ('else' (ifTail | block))? ;
 
 expr
     : primary                                                     # primaryExpr
-    | expr '[' index (',' index)* ','? ']'                        # indexExpr
+    | expr '[' (index (',' index)* ','?)? ']'                     # indexExpr
     | <assoc=right> expr '**' expr                                # powExpr
     | op=('-' | '+') expr                                         # unaryExpr
     | expr op=('*' | '/' | '%' | '@') expr                        # mulExpr
