@@ -232,6 +232,11 @@ void Sema::declParam(const ast::Decl& d) {
 // one stacked tensor) and glorot's fans are one layer's.
 void Sema::declParamGroup(const ast::Decl& d) {
   if (!isRegistered(d)) return;
+  // Known as a group even if its declaration has errors (its uses are then
+  // silent, as those of a param whose declaration had an error).
+  Group& g = groups_[d.name];
+  for (const auto& m : d.members)
+    if (std::find(g.members.begin(), g.members.end(), m->name) == g.members.end()) g.members.push_back(m->name);
   auto layers = evalInt(*d.value, "the number of layers of param group '" + d.name + "'");
   if (!layers) return;
   if (*layers <= 0) {
@@ -242,7 +247,6 @@ void Sema::declParamGroup(const ast::Decl& d) {
     err(d.loc, "param group '" + d.name + "' has no members");
     return;
   }
-  Group g;
   g.layers = *layers;
   std::map<std::string, SourceLoc> seen;
   for (const auto& mp : d.members) {
@@ -253,7 +257,6 @@ void Sema::declParamGroup(const ast::Decl& d) {
       continue;
     }
     seen[m.name] = m.loc;
-    g.members.push_back(m.name);
     auto t = lowerType(*m.type);
     if (!t) continue;
     Param p;
@@ -279,7 +282,6 @@ void Sema::declParamGroup(const ast::Decl& d) {
     }
     mod_->params.push_back(p);
   }
-  groups_[d.name] = g;
 }
 
 // Keyword arguments of a declaration's constructor call, as numbers.
