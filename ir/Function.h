@@ -20,13 +20,16 @@ struct TrainRequest {
   std::vector<std::string> params;  // differentiated params, declaration order
   std::string optimizer;            // Minimize: the optimizer's name
   // Filled by the expansion (Minimize): after the thunk's own arguments
-  // come the step counter (i32 scalar, the step being taken, from 1) and
-  // one argument per optimizer state slot; results are the loss, the new
-  // params (in `params` order) and the new states (in `states` order).
+  // come the step counter (i32 scalar, the step being taken, from 1), one
+  // f32 scalar per name in `scalars` (computed by the host for each step
+  // in double: passes::stepScalars) and one argument per optimizer state
+  // slot; results are the loss, the new params (in `params` order) and the
+  // new states (in `states` order).
   struct State {
     std::string param, slot;  // e.g. "w1", "m"
     TensorType type;
   };
+  std::vector<std::string> scalars;  // e.g. "lr", "adam_step_size"
   std::vector<State> states;
   bool expanded = false;
 };

@@ -1,6 +1,7 @@
 #include "ir/Module.h"
 
 #include "support/Diagnostics.h"
+#include <cmath>
 
 namespace gsl::ir {
 
@@ -17,12 +18,36 @@ std::string ParamInit::str() const {
   return "?";
 }
 
+double LrSchedule::at(int64_t t) const {
+  double step = (double)t;
+  if (warmup > 0 && t < warmup) return peak * step / (double)warmup;
+  switch (kind) {
+    case Constant: return peak;
+    case Linear:
+    case Cosine: {
+      if (t >= total) return end;
+      double p = (step - (double)warmup) / (double)(total - warmup);
+      if (kind == Linear) return peak + (end - peak) * p;
+      return end + (peak - end) * 0.5 * (1.0 + std::cos(M_PI * p));
+    }
+    case Rsqrt: return peak * std::sqrt((double)warmup / step);
+  }
+  return peak;
+}
+
+std::string LrSchedule::str() const {
+  static const char* names[] = {"constant", "linear_decay", "cosine_decay", "rsqrt_decay"};
+  std::string r = std::string(names[kind]) + "(peak=" + formatDouble(peak) + ", warmup=" + std::to_string(warmup);
+  if (kind == Linear || kind == Cosine) r += ", total=" + std::to_string(total) + ", end=" + formatDouble(end);
+  return r + ")";
+}
+
 std::string Optimizer::str() const {
-  static const char* names[] = {"sgd", "adam", "adafactor"};
+  static const char* names[] = {"sgd", "adam", "adamw", "adafactor"};
   std::string r = std::string(names[kind]) + "(";
   bool first = true;
   for (const auto& [k, v] : hp) {
-    r += (first ? "" : ", ") + k + "=" + formatDouble(v);
+    r += (first ? "" : ", ") + k + "=" + (k == "lr" && !lr.isConstant() ? lr.str() : formatDouble(v));
     first = false;
   }
   return r + ")";

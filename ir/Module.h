@@ -31,12 +31,29 @@ struct Param {
   SourceLoc loc;
 };
 
+// A learning-rate schedule (docs/training.md): linear warmup from 0 to
+// `peak` over the first `warmup` steps (lr = peak * t / warmup), then
+//   Constant: peak;
+//   Linear / Cosine: from peak down to `end` at step `total`, then `end`;
+//   Rsqrt: peak * sqrt(warmup / t) (warmup >= 1).
+// Steps count from 1 (the step being taken).
+struct LrSchedule {
+  enum Kind { Constant, Linear, Cosine, Rsqrt } kind = Constant;
+  double peak = 0, end = 0;
+  int64_t warmup = 0, total = 0;
+  bool isConstant() const { return kind == Constant && warmup == 0; }
+  double at(int64_t t) const;  // the learning rate of step t, in double
+  std::string str() const;     // "cosine_decay(peak=0.001, warmup=100, total=1000, end=0)"
+};
+
 // An optimizer declared with `optimizer NAME = sgd(...) | adam(...) |
-// adafactor(...)`; hyperparameters by name, defaults filled in.
+// adamw(...) | adafactor(...)`; hyperparameters by name, defaults filled
+// in (hp["lr"] is the schedule's peak).
 struct Optimizer {
-  enum Kind { SGD, Adam, Adafactor } kind = SGD;
+  enum Kind { SGD, Adam, AdamW, Adafactor } kind = SGD;
   std::string name;
   std::map<std::string, double> hp;
+  LrSchedule lr;
   SourceLoc loc;
   std::string str() const;  // "adam(beta1=0.9, ...)"
 };

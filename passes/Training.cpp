@@ -1,5 +1,7 @@
 #include "passes/Training.h"
 
+#include <cmath>
+
 #include "ir/GradRules.h"
 #include "passes/Autodiff.h"
 #include "support/Diagnostics.h"
@@ -31,6 +33,11 @@ struct Expander {
   GradBuilder b{f};
   std::vector<Value*> newParams, newStates;
   std::vector<std::optional<Sharding>> stateShardings;
+  Value* lr = nullptr;           // a scheduled learning rate (host scalar)
+  double constLr = 0;            // else the constant one
+  Value* decayRate = nullptr;    // decoupled weight decay: lr * weight_decay
+  Value* adamStepSize = nullptr, *adamBc2Sqrt = nullptr;
+  Value* adafactorBeta = nullptr, *adafactorKeep = nullptr;
 
   Value* paramValue(const Param& p) {
     for (auto& op : f.ops)
@@ -50,47 +57,66 @@ struct Expander {
     return a;
   }
 
+  // An f32 scalar the host computes for each step (stepScalars).
+  Value* hostScalar(const std::string& name) {
+    f.train->scalars.push_back(name);
+    return f.addArg({DType::F32, {}});
+  }
+
   // p - lr * u
-  Value* step(Value* p, double lr, Value* u) { return b.sub(p, b.mul(b.scalar(lr), u)); }
+  Value* step(Value* p, Value* rate, Value* u) { return b.sub(p, b.mul(rate, u)); }
+  Value* rate() { return lr ? lr : b.scalar(constLr); }
+
+  // AdamW / Adafactor: p - lr * weight_decay * p, before the update (as
+  // p * (1 - lr wd), but 1 - lr wd rounded to f32 would shift p by up to
+  // 3e-8 relative in the same direction at every step).
+  Value* decayed(Value* p) { return decayRate ? b.sub(p, b.mul(decayRate, p)) : p; }
+
+  // L2 weight decay (SGD, Adam): g + weight_decay * p, as torch.optim does.
+  Value* l2(const Optimizer& o, Value* p, Value* g) {
+    double wd = o.hp.count("weight_decay") ? o.hp.at("weight_decay") : 0;
+    return wd == 0 ? g : b.add(g, b.mul(b.scalar(wd), p));
+  }
 
   void sgd(const Optimizer& o, const Param& p, Value* g) {
     Value* pv = paramValue(p);
-    double mom = o.hp.at("momentum"), lr = o.hp.at("lr");
+    double mom = o.hp.at("momentum");
+    g = l2(o, pv, g);
     if (mom == 0) {
-      newParams.push_back(step(pv, lr, g));
+      newParams.push_back(step(pv, rate(), g));
       return;
     }
     Value* v = state(p, "velocity", p.type, p.sharding);
     Value* v2 = b.add(b.mul(b.scalar(mom), v), g);
-    newParams.push_back(step(pv, lr, v2));
+    newParams.push_back(step(pv, rate(), v2));
     newStates.push_back(v2);
   }
 
-  void adam(const Optimizer& o, const Param& p, Value* g, Value* t) {
-    double b1 = o.hp.at("beta1"), b2 = o.hp.at("beta2"), eps = o.hp.at("eps"), lr = o.hp.at("lr");
+  // torch.optim.Adam / AdamW: the bias corrections come from the host in
+  // double (step size lr / (1 - beta1^t) and sqrt(1 - beta2^t)), rounded
+  // once to f32, so beta2 close to 1 loses nothing.
+  void adam(const Optimizer& o, const Param& p, Value* g) {
+    double b1 = o.hp.at("beta1"), b2 = o.hp.at("beta2"), eps = o.hp.at("eps");
     Value* pv = paramValue(p);
     Value* mv = state(p, "m", p.type, p.sharding);
     Value* vv = state(p, "v", p.type, p.sharding);
+    if (o.kind == Optimizer::Adam) g = l2(o, pv, g);
     Value* m2 = b.add(b.mul(b.scalar(b1), mv), b.mul(b.scalar(1 - b1), g));
     Value* v2 = b.add(b.mul(b.scalar(b2), vv), b.mul(b.scalar(1 - b2), b.mul(g, g)));
-    Value* tf = b.cast(t, DType::F32);
-    Value* bc1 = b.sub(b.scalar(1.0), b.op(OpKind::Pow, {b.scalar(b1), tf}));
-    Value* bc2 = b.sub(b.scalar(1.0), b.op(OpKind::Pow, {b.scalar(b2), tf}));
-    Value* mhat = b.div(m2, bc1);
-    Value* denom = b.add(b.op(OpKind::Sqrt, {b.div(v2, bc2)}), b.scalar(eps));
-    newParams.push_back(step(pv, lr, b.div(mhat, denom)));
+    Value* denom = b.add(b.div(b.op(OpKind::Sqrt, {v2}), adamBc2Sqrt), b.scalar(eps));
+    newParams.push_back(step(decayed(pv), adamStepSize, b.div(m2, denom)));
     newStates.push_back(m2);
     newStates.push_back(v2);
   }
 
-  void adafactor(const Optimizer& o, const Param& p, Value* g, Value* t) {
-    double decay = o.hp.at("decay"), eps = o.hp.at("eps"), clip = o.hp.at("clip"), lr = o.hp.at("lr");
+  // beta2_t = 1 - t^-decay (0 at the first step: the first estimate is the
+  // gradient's own second moment) and 1 - beta2_t, both from the host in
+  // double (in f32, 1 - (1 - t^-decay) loses t^-decay's low bits).
+  void adafactor(const Optimizer& o, const Param& p, Value* g) {
+    double eps = o.hp.at("eps"), clip = o.hp.at("clip");
     Value* pv = paramValue(p);
-    Value* tf = b.cast(t, DType::F32);
-    // beta2_t = 1 - t^-decay (0 at the first step: the first estimate is the
-    // gradient's own second moment).
-    Value* beta = b.sub(b.scalar(1.0), b.op(OpKind::Pow, {tf, b.scalar(-decay)}));
-    Value* keep = b.sub(b.scalar(1.0), beta);
+    Value* beta = adafactorBeta;
+    Value* keep = adafactorKeep;
     Value* g2 = b.add(b.mul(g, g), b.scalar(eps));
     Value* u;
     int r = p.type.rank();
@@ -122,7 +148,23 @@ struct Expander {
     AttrMap all;
     Value* rms = b.op(OpKind::Sqrt, {b.op(OpKind::Mean, {b.mul(u, u)}, all)});
     Value* scale = b.op(OpKind::Maximum, {b.scalar(1.0), b.div(rms, b.scalar(clip))});
-    newParams.push_back(step(pv, lr, b.div(u, scale)));
+    newParams.push_back(step(decayed(pv), rate(), b.div(u, scale)));
+  }
+
+  // Global-norm clipping (torch.nn.utils.clip_grad_norm_): every gradient
+  // times min(1, clip_norm / (||g|| + 1e-6)), ||g|| over all the step's
+  // params. Written on the global program: for sharded gradients the
+  // partitioner turns each full sum into local sums plus an all_reduce.
+  void clipGlobalNorm(double clipNorm, std::vector<Value*>& grads) {
+    AttrMap all;
+    Value* sq = nullptr;
+    for (Value* g : grads) {
+      Value* s = b.op(OpKind::Sum, {b.mul(g, g)}, all);
+      sq = sq ? b.add(sq, s) : s;
+    }
+    Value* norm = b.op(OpKind::Sqrt, {sq});
+    Value* coef = b.op(OpKind::Minimum, {b.scalar(1.0), b.div(b.scalar(clipNorm), b.add(norm, b.scalar(1e-6)))});
+    for (Value*& g : grads) g = b.mul(g, coef);
   }
 
   void run() {
@@ -138,14 +180,32 @@ struct Expander {
       return;
     }
     const Optimizer* o = m.findOptimizer(tr.optimizer);
-    GSL_ASSERT(o, "unknown optimizer '" + tr.optimizer + "'");
-    Value* t = f.addArg({DType::I32, {}});
+    GSL_ASSERT(o, "internal error: unknown optimizer '" + tr.optimizer + "'");
+    f.addArg({DType::I32, {}});  // the step counter
+    // The host's per-step scalars come right after the step counter.
+    bool isAdam = o->kind == Optimizer::Adam || o->kind == Optimizer::AdamW;
+    constLr = o->hp.at("lr");
+    if (!isAdam && !o->lr.isConstant()) lr = hostScalar("lr");
+    if (isAdam) {
+      adamStepSize = hostScalar("adam_step_size");
+      adamBc2Sqrt = hostScalar("adam_bc2_sqrt");
+    }
+    if (o->kind == Optimizer::Adafactor) {
+      adafactorBeta = hostScalar("adafactor_beta");
+      adafactorKeep = hostScalar("adafactor_keep");
+    }
+    if ((o->kind == Optimizer::AdamW || o->kind == Optimizer::Adafactor) && o->hp.count("weight_decay") &&
+        o->hp.at("weight_decay") > 0)
+      decayRate = hostScalar("decay_rate");
+    std::vector<Value*> g = grads.params;
+    if (double c = o->hp.count("clip_norm") ? o->hp.at("clip_norm") : 0; c > 0) clipGlobalNorm(c, g);
     for (size_t i = 0; i < tr.params.size(); ++i) {
       const Param& p = *m.findParam(tr.params[i]);
       switch (o->kind) {
-        case Optimizer::SGD: sgd(*o, p, grads.params[i]); break;
-        case Optimizer::Adam: adam(*o, p, grads.params[i], t); break;
-        case Optimizer::Adafactor: adafactor(*o, p, grads.params[i], t); break;
+        case Optimizer::SGD: sgd(*o, p, g[i]); break;
+        case Optimizer::Adam:
+        case Optimizer::AdamW: adam(*o, p, g[i]); break;
+        case Optimizer::Adafactor: adafactor(*o, p, g[i]); break;
       }
     }
     f.results = {loss};
@@ -170,6 +230,21 @@ void expandTraining(Module& m) {
       Expander e{m, *f};
       e.run();
     }
+}
+
+std::vector<double> stepScalars(const Optimizer& o, const TrainRequest& tr, int64_t t) {
+  std::vector<double> r;
+  double lr = o.lr.at(t);
+  for (const auto& name : tr.scalars) {
+    if (name == "lr") r.push_back(lr);
+    else if (name == "adam_step_size") r.push_back(lr / (1.0 - std::pow(o.hp.at("beta1"), (double)t)));
+    else if (name == "adam_bc2_sqrt") r.push_back(std::sqrt(1.0 - std::pow(o.hp.at("beta2"), (double)t)));
+    else if (name == "adafactor_beta") r.push_back(1.0 - std::pow((double)t, -o.hp.at("decay")));
+    else if (name == "adafactor_keep") r.push_back(std::pow((double)t, -o.hp.at("decay")));
+    else if (name == "decay_rate") r.push_back(lr * o.hp.at("weight_decay"));
+    else GSL_ASSERT(false, "internal error: unknown per-step scalar '" + name + "'");
+  }
+  return r;
 }
 
 }  // namespace gsl::passes

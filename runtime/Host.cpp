@@ -19,6 +19,7 @@
 #include "ir/Printer.h"
 #include "passes/Pipeline.h"
 #include "passes/SpmdPartitioner.h"
+#include "passes/Training.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Data.h"
 #include "runtime/Distribute.h"
@@ -299,7 +300,8 @@ class RankRunner : public HostWalker<HostValue> {
     int64_t t = ++optSteps_[opt];
     args.push_back(Tensor::scalarI32((int32_t)t));
     const ir::Module& m = prog_.module();
-    size_t firstState = st.leaves.size() + 1;
+    for (double s : passes::stepScalars(*m.findOptimizer(opt), tr, t)) args.push_back(Tensor::scalarF32((float)s));
+    size_t firstState = st.leaves.size() + 1 + tr.scalars.size();
     for (size_t i = 0; i < tr.states.size(); ++i) {
       const auto& slot = tr.states[i];
       std::string key = stateKey(opt, slot.param, slot.slot);
@@ -542,9 +544,10 @@ class MemoryWalker : public ShardingWalk {
   static uint64_t bytes(const ir::TensorType& t) { return (uint64_t)t.numElements() * 4; }
 
   void visit(const Thunk& th, const ir::Function& f, bool step) override {
-    // Training states: the arguments after the thunk's own and the step.
+    // Training states: the arguments after the thunk's own, the step and
+    // the per-step scalars.
     const std::optional<ir::TrainRequest>& tr = th.fn->train;
-    size_t firstState = step && tr ? th.leaves.size() + 1 : f.args.size();
+    size_t firstState = step && tr ? th.leaves.size() + 1 + tr->scalars.size() : f.args.size();
     uint64_t inputs = 0, results = 0;
     for (size_t i = 0; i < f.args.size(); ++i) {
       uint64_t b = bytes(f.args[i]->type);
