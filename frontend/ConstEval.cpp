@@ -17,7 +17,7 @@ std::optional<Num> Sema::constEval(const ast::Expr& e) {
         return Num{true, sv->second, 0};
       if (e.text == "NP") return Num{true, opts_.np, 0};
       auto it = consts_.find(e.text);
-      if (it != consts_.end()) return Num{true, it->second, 0};
+      if (it != consts_.end()) return it->second;
       auto g = globals_.find(e.text);
       if (g != globals_.end() && g->second.kind == ast::DeclKind::Const)
         err(e.loc, "const '" + e.text + "' is used before its value is known (declare it earlier)");

@@ -21,6 +21,7 @@ namespace gsl::frontend {
 struct Options {
   int64_t np = 1;                          // -np: the predefined const NP
   std::map<std::string, int64_t> defines;  // -D NAME=VALUE const overrides
+  std::map<std::string, double> floatDefines;  // -D NAME=0.001 (a float value)
   // A define naming no const is left out instead of being an error (the
   // REPL: its consts get declared as the session grows).
   bool definesMayNameNoConst = false;

@@ -59,6 +59,7 @@ EV Sema::lowerMethod(Ctx& c, const ast::Expr& e) {
   const Optimizer* o = mod_->findOptimizer(e.text);
   if (!o) {
     auto g = globals_.find(e.text);
+    if (g != globals_.end() && g->second.kind == ast::DeclKind::Optimizer) return {};  // its declaration had an error
     if (g != globals_.end()) err(c, e.loc, "'" + e.text + "' is a " + ast::declKindName(g->second.kind) + "; only optimizers have methods (opt.minimize(...))");
     else err(c, e.loc, "unknown name '" + e.text + "'" + suggest(e.text, visibleNames(c)));
     return {};

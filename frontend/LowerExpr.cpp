@@ -112,7 +112,7 @@ EV Sema::lowerName(Ctx& c, const ast::Expr& e) {
   if (auto sv = shapeVars_.back().find(e.text); sv != shapeVars_.back().end())
     return EV::literal(Num{true, sv->second, 0});
   if (e.text == "NP") return EV::literal(Num{true, opts_.np, 0});
-  if (auto it = consts_.find(e.text); it != consts_.end()) return EV::literal(Num{true, it->second, 0});
+  if (auto it = consts_.find(e.text); it != consts_.end()) return EV::literal(it->second);
   if (const Param* p = mod_->findParam(e.text)) return paramRef(c, *p, e.loc);
   if (groups_.count(e.text) && !groups_.at(e.text).members.empty()) {
     err(c, e.loc, "'" + e.text + "' is a param group; use its members one layer at a time, as " + e.text + "." +

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <sstream>
 
 namespace gsl::frontend::sema {
 
@@ -39,6 +41,13 @@ std::string suggest(const std::string& name, const std::vector<std::string>& can
     }
   }
   return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
+std::string formatNum(Num n) {
+  if (n.isInt) return std::to_string(n.i);
+  std::ostringstream v;
+  v << n.f;
+  return v.str();
 }
 
 SourceLoc startLoc(const ast::Expr& e) {
@@ -136,14 +145,17 @@ void Sema::registerNames(const std::vector<const ast::Decl*>& decls) {
 }
 
 void Sema::checkDefines() {
-  for (const auto& [k, v] : opts_.defines) {
+  std::map<std::string, std::string> all;  // integer and float values, by name
+  for (const auto& [k, v] : opts_.defines) all[k] = std::to_string(v);
+  for (const auto& [k, v] : opts_.floatDefines) all[k] = formatNum(Num{false, 0, v});
+  for (const auto& [k, v] : all) {
     if (k == "NP") {
-      err({}, "-D NP=" + std::to_string(v) + ": NP is the number of ranks; set it with -np");
+      err({}, "-D NP=" + v + ": NP is the number of ranks; set it with -np");
       continue;
     }
     auto it = globals_.find(k);
     if ((it == globals_.end() || it->second.kind != ast::DeclKind::Const) && !opts_.definesMayNameNoConst)
-      err({}, "-D " + k + "=" + std::to_string(v) + ": the program declares no const '" + k + "'");
+      err({}, "-D " + k + "=" + v + ": the program declares no const '" + k + "'");
   }
 }
 
@@ -159,10 +171,16 @@ bool Sema::isRegistered(const ast::Decl& d) {
 void Sema::declConst(const ast::Decl& d) {
   if (!isRegistered(d)) return;
   if (auto it = opts_.defines.find(d.name); it != opts_.defines.end()) {
-    consts_[d.name] = it->second;
+    consts_[d.name] = Num{true, it->second, 0};
     return;
   }
-  if (auto v = evalInt(*d.value, "const '" + d.name + "'")) consts_[d.name] = *v;
+  if (auto it = opts_.floatDefines.find(d.name); it != opts_.floatDefines.end()) {
+    consts_[d.name] = Num{false, 0, it->second};
+    return;
+  }
+  // Integer or float (`const LR = 0.001`); a float const used where an
+  // integer is needed (a dimension, a loop bound) is refused there.
+  if (auto v = constEval(*d.value)) consts_[d.name] = *v;
 }
 
 void Sema::declMesh(const ast::Decl& d) {
@@ -286,12 +304,13 @@ void Sema::declParamGroup(const ast::Decl& d) {
 
 // Keyword arguments of a declaration's constructor call, as numbers.
 bool Sema::numericKeywords(const ast::Expr& e, const std::map<std::string, double>& defaults,
-                     std::map<std::string, double>& out, size_t positional) {
+                     std::map<std::string, double>& out, size_t positional, const std::string& skip) {
   out = defaults;
   std::string names;
   for (auto& [k, v] : defaults) names += (names.empty() ? "" : ", ") + k;
   for (size_t i = positional; i < e.args.size(); ++i) {
     const auto& a = e.args[i];
+    if (!skip.empty() && a.keyword == skip) continue;
     if (a.keyword.empty()) {
       err(a.loc, e.text + " takes keyword arguments (" + names + ")");
       return false;
@@ -309,28 +328,126 @@ bool Sema::numericKeywords(const ast::Expr& e, const std::map<std::string, doubl
   return true;
 }
 
+// A learning-rate schedule (ir::LrSchedule, docs/training.md):
+// constant(peak, warmup=0), linear_decay / cosine_decay(peak, total,
+// warmup=0, end=0), rsqrt_decay(peak, warmup).
+bool Sema::lowerSchedule(const ast::Expr& e, LrSchedule& s) {
+  static const std::map<std::string, LrSchedule::Kind> kinds = {{"constant", LrSchedule::Constant},
+                                                                {"linear_decay", LrSchedule::Linear},
+                                                                {"cosine_decay", LrSchedule::Cosine},
+                                                                {"rsqrt_decay", LrSchedule::Rsqrt}};
+  auto it = kinds.find(e.text);
+  if (it == kinds.end()) {
+    std::vector<std::string> names;
+    for (auto& [k, v] : kinds) names.push_back(k);
+    err(e.loc, "unknown learning-rate schedule '" + e.text +
+                   "' (lr is a number or constant(...), linear_decay(...), cosine_decay(...) or rsqrt_decay(...))" +
+                   suggest(e.text, names));
+    return false;
+  }
+  s.kind = it->second;
+  const double required = std::nan("");
+  std::map<std::string, double> defaults = {{"peak", required}, {"warmup", 0}};
+  if (s.kind == LrSchedule::Linear || s.kind == LrSchedule::Cosine) {
+    defaults["total"] = required;
+    defaults["end"] = 0;
+  }
+  if (s.kind == LrSchedule::Rsqrt) defaults["warmup"] = required;
+  std::map<std::string, double> kw;
+  if (!numericKeywords(e, defaults, kw)) return false;
+  for (auto& [k, v] : kw)
+    if (std::isnan(v)) {
+      err(e.loc, e.text + " needs " + k + "=");
+      return false;
+    }
+  // The location of argument `k` (the call's when it was not given).
+  auto at = [&](const std::string& k) {
+    for (const auto& a : e.args)
+      if (a.keyword == k) return startLoc(*a.value);
+    return e.loc;
+  };
+  for (const char* k : {"warmup", "total"}) {
+    if (!kw.count(k)) continue;
+    double v = kw[k];
+    if (!(v >= 0) || v != std::floor(v) || v > 2147483647.0) {
+      err(at(k), e.text + "'s " + k + " must be a whole number of steps, got " + formatNum(Num{false, 0, v}));
+      return false;
+    }
+  }
+  for (const char* k : {"peak", "end"}) {
+    if (!kw.count(k)) continue;
+    double v = kw[k];
+    if (!std::isfinite(v) || v < 0 || (v == 0 && std::string(k) == "peak")) {
+      err(at(k), e.text + "'s " + k + " must be " + (std::string(k) == "peak" ? "positive" : "non-negative") +
+                     ", got " + formatNum(Num{false, 0, v}));
+      return false;
+    }
+  }
+  s.peak = kw["peak"];
+  s.warmup = (int64_t)kw["warmup"];
+  if (kw.count("end")) s.end = kw["end"];
+  if (kw.count("total")) {
+    s.total = (int64_t)kw["total"];
+    if (s.total <= s.warmup) {
+      err(at("total"), e.text + "'s total (" + std::to_string(s.total) + ") must be greater than its warmup (" +
+                           std::to_string(s.warmup) + ")");
+      return false;
+    }
+  }
+  if (s.kind == LrSchedule::Rsqrt && s.warmup < 1) {
+    err(at("warmup"), "rsqrt_decay's warmup must be at least 1 (the decay is peak * sqrt(warmup / step))");
+    return false;
+  }
+  return true;
+}
+
 void Sema::declOptimizer(const ast::Decl& d) {
+  // torch.optim's defaults (adafactor: GShard's). clip_norm = 0: no
+  // gradient clipping.
   static const std::map<std::string, std::pair<Optimizer::Kind, std::map<std::string, double>>> kinds = {
-      {"sgd", {Optimizer::SGD, {{"lr", 0.01}, {"momentum", 0.0}}}},
-      {"adam", {Optimizer::Adam, {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}}}},
-      {"adafactor", {Optimizer::Adafactor, {{"lr", 1e-2}, {"decay", 0.8}, {"eps", 1e-30}, {"clip", 1.0}}}},
+      {"sgd", {Optimizer::SGD, {{"lr", 0.01}, {"momentum", 0.0}, {"weight_decay", 0.0}, {"clip_norm", 0.0}}}},
+      {"adam",
+       {Optimizer::Adam,
+        {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.0}, {"clip_norm", 0.0}}}},
+      {"adamw",
+       {Optimizer::AdamW,
+        {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.01}, {"clip_norm", 0.0}}}},
+      {"adafactor",
+       {Optimizer::Adafactor,
+        {{"lr", 1e-2}, {"decay", 0.8}, {"eps", 1e-30}, {"clip", 1.0}, {"weight_decay", 0.0}, {"clip_norm", 0.0}}}},
   };
   const ast::Expr& e = *d.value;
   auto it = e.kind == ast::ExprKind::Call ? kinds.find(e.text) : kinds.end();
   if (it == kinds.end()) {
-    err(e.loc, "an optimizer is sgd(...), adam(...) or adafactor(...)");
+    err(e.loc, "an optimizer is sgd(...), adam(...), adamw(...) or adafactor(...)");
     return;
   }
   Optimizer o;
   o.name = d.name;
   o.kind = it->second.first;
   o.loc = d.loc;
-  if (!numericKeywords(e, it->second.second, o.hp)) return;
-  for (auto& [k, v] : o.hp)
-    if (v < 0 || (k == "lr" && v <= 0)) {
-      err(e.loc, e.text + "'s " + k + " must be " + (k == "lr" ? "positive" : "non-negative"));
+  // lr: a number, or a schedule call (ceil/floor stay numbers).
+  const ast::Expr* schedule = nullptr;
+  for (const auto& a : e.args)
+    if (a.keyword == "lr" && a.value->kind == ast::ExprKind::Call && a.value->text != "ceil" &&
+        a.value->text != "floor")
+      schedule = a.value.get();
+  if (schedule && !lowerSchedule(*schedule, o.lr)) return;
+  if (!numericKeywords(e, it->second.second, o.hp, 0, schedule ? "lr" : "")) return;
+  if (schedule) o.hp["lr"] = o.lr.peak;
+  else o.lr.peak = o.hp["lr"];
+  for (auto& [k, v] : o.hp) {
+    SourceLoc l = e.loc;
+    for (const auto& a : e.args)
+      if (a.keyword == k) l = startLoc(*a.value);
+    bool unit = k == "beta1" || k == "beta2";  // in [0, 1)
+    bool positive = k == "lr" || k == "clip";  // divisors
+    if (!std::isfinite(v) || v < 0 || (positive && v == 0) || (unit && v >= 1)) {
+      err(l, e.text + "'s " + k + " must be " + (positive ? "positive" : unit ? "in [0, 1)" : "non-negative") +
+                 ", got " + formatNum(Num{false, 0, v}));
       return;
     }
+  }
   mod_->optimizers.push_back(o);
 }
 

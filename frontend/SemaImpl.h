@@ -62,6 +62,8 @@ extern const std::set<std::string> kInitializers;
 
 // " (did you mean 'x'?)" for the closest candidate, or "".
 std::string suggest(const std::string& name, const std::vector<std::string>& candidates);
+// A compile-time number as a message shows it: 3, 0.001, 2.5.
+std::string formatNum(Num n);
 // Where an expression starts: a binary expression's own location is its
 // operator, but an error about the whole value belongs at its first token.
 SourceLoc startLoc(const ast::Expr& e);
@@ -92,7 +94,7 @@ class Sema {
   };
   std::map<std::string, Global> globals_;
   int rootFile_ = -1;  // the program's own file (imports are other files)
-  std::map<std::string, int64_t> consts_;
+  std::map<std::string, Num> consts_;  // integer or float
 
   struct FnInfo {
     const ast::Decl* decl = nullptr;
@@ -174,8 +176,10 @@ class Sema {
   void declConst(const ast::Decl& d);
   void declMesh(const ast::Decl& d);
   void declParam(const ast::Decl& d);
+  // `skip`: a keyword the caller reads itself (an optimizer's lr schedule).
   bool numericKeywords(const ast::Expr& e, const std::map<std::string, double>& defaults,
-                       std::map<std::string, double>& out, size_t positional = 0);
+                       std::map<std::string, double>& out, size_t positional = 0, const std::string& skip = "");
+  bool lowerSchedule(const ast::Expr& e, LrSchedule& s);
   void declOptimizer(const ast::Decl& d);
   void declDataset(const ast::Decl& d);
   const Dataset* findDataset(const std::string& n) const;

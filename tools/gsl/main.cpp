@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -49,14 +50,29 @@ bool parseDefines(const Common& c, gsl::frontend::Options& o) {
     char* end = nullptr;
     errno = 0;
     long long x = v.empty() ? 0 : std::strtoll(v.c_str(), &end, 10);
+    if (eq != std::string::npos && !k.empty() && !v.empty() && *end != '\0' && errno == 0) {
+      // Not an integer: a float const (-D LR=0.001, -D LR=1e-3).
+      errno = 0;
+      double f = std::strtod(v.c_str(), &end);
+      if (*end == '\0' && std::isfinite(f) && errno == 0) {
+        o.defines.erase(k);
+        o.floatDefines[k] = f;
+        continue;
+      }
+      if (*end == '\0' && errno == ERANGE) {
+        std::cerr << "gsl: usage error: -D " << d << ": the value does not fit in a 64-bit float\n";
+        return false;
+      }
+    }
     if (eq == std::string::npos || k.empty() || v.empty() || *end != '\0') {
-      std::cerr << "gsl: usage error: -D expects NAME=INTEGER, got '" << d << "'\n";
+      std::cerr << "gsl: usage error: -D expects NAME=INTEGER or NAME=NUMBER, got '" << d << "'\n";
       return false;
     }
     if (errno == ERANGE) {
       std::cerr << "gsl: usage error: -D " << d << ": the value does not fit in a 64-bit integer\n";
       return false;
     }
+    o.floatDefines.erase(k);
     o.defines[k] = x;
   }
   return true;
@@ -265,6 +281,11 @@ int main(int argc, char** argv) {
   if (*repl) {
     gsl::frontend::Options o;
     if (!parseDefines(replC, o)) return 2;
+    if (!o.floatDefines.empty()) {
+      std::cerr << "gsl: usage error: -D " << o.floatDefines.begin()->first
+                << ": the REPL takes integer -D values only (declare the float const in the session)\n";
+      return 2;
+    }
     gsl::repl::ReplOptions ro;
     ro.file = replC.file;
     ro.np = replC.np;
