@@ -12,7 +12,7 @@
 #           (kHostBuiltins: print save load exists grad batch start_step
 #           save_checkpoint), the param initialisers (kInitializers: zeros ones
 #           normal uniform glorot), the optimizer constructors (the names of
-#           declOptimizer's table: sgd adam adafactor) and the dataset
+#           declOptimizer's table: sgd adam adamw adafactor) and the dataset
 #           constructors (the names declDataset compares with: copy_task
 #           reverse_task npy_tokens), and the predefined NP.
 # Each word is written into a generated .gsl file, alone (builtins also as a
