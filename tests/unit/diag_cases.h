@@ -77,7 +77,12 @@ inline gsl::frontend::Options options(const Case& c) {
       const std::string& d = c.args[++i];
       auto eq = d.find('=');
       REQUIRE_MESSAGE(eq != std::string::npos, "bad -D in # args: " << d);
-      o.defines[d.substr(0, eq)] = std::stoll(d.substr(eq + 1));
+      // An integer, else a float (-D LR=0.001), as gsl's parseDefines.
+      std::string v = d.substr(eq + 1);
+      size_t used = 0;
+      long long x = std::stoll(v, &used);
+      if (used == v.size()) o.defines[d.substr(0, eq)] = x;
+      else o.floatDefines[d.substr(0, eq)] = std::stod(v);
     } else {
       FAIL("unsupported # args: option '" << a << "' in " << c.path.string());
     }
