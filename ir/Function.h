@@ -21,7 +21,7 @@ struct TrainRequest {
   std::string optimizer;            // Minimize: the optimizer's name
   // Filled by the expansion (Minimize): after the thunk's own arguments
   // come the step counter (i32 scalar, the step being taken, from 1), one
-  // f32 scalar per name in `scalars` (computed by the host for each step
+  // f32 scalar per entry of `scalars` (computed by the host for each step
   // in double: passes::stepScalars) and one argument per optimizer state
   // slot; results are the loss, the new params (in `params` order) and the
   // new states (in `states` order).
@@ -29,7 +29,11 @@ struct TrainRequest {
     std::string param, slot;  // e.g. "w1", "m"
     TensorType type;
   };
-  std::vector<std::string> scalars;  // e.g. "lr", "adam_step_size"
+  // Per-step scalars: the scheduled lr, Adam's lr / (1 - beta1^t) and
+  // sqrt(1 - beta2^t), Adafactor's beta2_t = 1 - t^-decay and 1 - beta2_t,
+  // the decoupled decay lr * weight_decay.
+  enum class Scalar { Lr, AdamStepSize, AdamBc2Sqrt, AdafactorBeta, AdafactorKeep, DecayRate };
+  std::vector<Scalar> scalars;
   std::vector<State> states;
   bool expanded = false;
 };

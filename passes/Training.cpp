@@ -58,8 +58,8 @@ struct Expander {
   }
 
   // An f32 scalar the host computes for each step (stepScalars).
-  Value* hostScalar(const std::string& name) {
-    f.train->scalars.push_back(name);
+  Value* hostScalar(TrainRequest::Scalar s) {
+    f.train->scalars.push_back(s);
     return f.addArg({DType::F32, {}});
   }
 
@@ -180,23 +180,23 @@ struct Expander {
       return;
     }
     const Optimizer* o = m.findOptimizer(tr.optimizer);
-    GSL_ASSERT(o, "internal error: unknown optimizer '" + tr.optimizer + "'");
+    GSL_ASSERT(o, "unknown optimizer '" + tr.optimizer + "'");
     f.addArg({DType::I32, {}});  // the step counter
     // The host's per-step scalars come right after the step counter.
     bool isAdam = o->kind == Optimizer::Adam || o->kind == Optimizer::AdamW;
     constLr = o->hp.at("lr");
-    if (!isAdam && !o->lr.isConstant()) lr = hostScalar("lr");
+    if (!isAdam && !o->lr.isConstant()) lr = hostScalar(TrainRequest::Scalar::Lr);
     if (isAdam) {
-      adamStepSize = hostScalar("adam_step_size");
-      adamBc2Sqrt = hostScalar("adam_bc2_sqrt");
+      adamStepSize = hostScalar(TrainRequest::Scalar::AdamStepSize);
+      adamBc2Sqrt = hostScalar(TrainRequest::Scalar::AdamBc2Sqrt);
     }
     if (o->kind == Optimizer::Adafactor) {
-      adafactorBeta = hostScalar("adafactor_beta");
-      adafactorKeep = hostScalar("adafactor_keep");
+      adafactorBeta = hostScalar(TrainRequest::Scalar::AdafactorBeta);
+      adafactorKeep = hostScalar(TrainRequest::Scalar::AdafactorKeep);
     }
     if ((o->kind == Optimizer::AdamW || o->kind == Optimizer::Adafactor) && o->hp.count("weight_decay") &&
         o->hp.at("weight_decay") > 0)
-      decayRate = hostScalar("decay_rate");
+      decayRate = hostScalar(TrainRequest::Scalar::DecayRate);
     std::vector<Value*> g = grads.params;
     if (double c = o->hp.count("clip_norm") ? o->hp.at("clip_norm") : 0; c > 0) clipGlobalNorm(c, g);
     for (size_t i = 0; i < tr.params.size(); ++i) {
@@ -235,14 +235,16 @@ void expandTraining(Module& m) {
 std::vector<double> stepScalars(const Optimizer& o, const TrainRequest& tr, int64_t t) {
   std::vector<double> r;
   double lr = o.lr.at(t);
-  for (const auto& name : tr.scalars) {
-    if (name == "lr") r.push_back(lr);
-    else if (name == "adam_step_size") r.push_back(lr / (1.0 - std::pow(o.hp.at("beta1"), (double)t)));
-    else if (name == "adam_bc2_sqrt") r.push_back(std::sqrt(1.0 - std::pow(o.hp.at("beta2"), (double)t)));
-    else if (name == "adafactor_beta") r.push_back(1.0 - std::pow((double)t, -o.hp.at("decay")));
-    else if (name == "adafactor_keep") r.push_back(std::pow((double)t, -o.hp.at("decay")));
-    else if (name == "decay_rate") r.push_back(lr * o.hp.at("weight_decay"));
-    else GSL_ASSERT(false, "internal error: unknown per-step scalar '" + name + "'");
+  using S = TrainRequest::Scalar;
+  for (S s : tr.scalars) {
+    switch (s) {
+      case S::Lr: r.push_back(lr); break;
+      case S::AdamStepSize: r.push_back(lr / (1.0 - std::pow(o.hp.at("beta1"), (double)t))); break;
+      case S::AdamBc2Sqrt: r.push_back(std::sqrt(1.0 - std::pow(o.hp.at("beta2"), (double)t))); break;
+      case S::AdafactorBeta: r.push_back(1.0 - std::pow((double)t, -o.hp.at("decay"))); break;
+      case S::AdafactorKeep: r.push_back(std::pow((double)t, -o.hp.at("decay"))); break;
+      case S::DecayRate: r.push_back(lr * o.hp.at("weight_decay")); break;
+    }
   }
   return r;
 }

@@ -18,7 +18,9 @@ ir::Optimizer adam(double lr, double b1, double b2) {
   return o;
 }
 
-ir::TrainRequest request(std::vector<std::string> scalars) {
+using S = ir::TrainRequest::Scalar;
+
+ir::TrainRequest request(std::vector<S> scalars) {
   ir::TrainRequest tr;
   tr.kind = ir::TrainRequest::Minimize;
   tr.scalars = std::move(scalars);
@@ -32,7 +34,7 @@ TEST_CASE("Adam's bias corrections are exact in double when beta2 is close to 1"
   // the 1e-5 the moment update uses; the first step then moved 1.0 to
   // 0.89993215 instead of torch's 0.9.
   auto o = adam(0.1, 0.9, 0.99999);
-  auto s = passes::stepScalars(o, request({"adam_step_size", "adam_bc2_sqrt"}), 1);
+  auto s = passes::stepScalars(o, request({S::AdamStepSize, S::AdamBc2Sqrt}), 1);
   REQUIRE(s.size() == 2);
   CHECK(s[0] == doctest::Approx(0.1 / 0.1).epsilon(1e-12));
   CHECK(s[1] == doctest::Approx(std::sqrt(1e-5)).epsilon(1e-9));
@@ -42,7 +44,7 @@ TEST_CASE("Adam's bias corrections are exact in double when beta2 is close to 1"
   float step = (float)s[0] * (m / (std::sqrt(v) / (float)s[1] + 1e-8f));
   CHECK(1.0f - step == doctest::Approx(0.9).epsilon(1e-7));
   // Later steps: 1 - beta2^t in double.
-  auto s50 = passes::stepScalars(o, request({"adam_bc2_sqrt"}), 50);
+  auto s50 = passes::stepScalars(o, request({S::AdamBc2Sqrt}), 50);
   CHECK(s50[0] == doctest::Approx(std::sqrt(-std::expm1(50 * std::log1p(-1e-5)))).epsilon(1e-9));
 }
 
@@ -84,7 +86,7 @@ TEST_CASE("the host scalars follow the request's order") {
   o.hp["weight_decay"] = 0.1;
   o.lr.kind = ir::LrSchedule::Constant;
   o.lr.warmup = 4;
-  auto s = passes::stepScalars(o, request({"decay_rate", "lr", "adam_step_size"}), 2);
+  auto s = passes::stepScalars(o, request({S::DecayRate, S::Lr, S::AdamStepSize}), 2);
   REQUIRE(s.size() == 3);
   CHECK(s[0] == doctest::Approx(0.005 * 0.1));
   CHECK(s[1] == doctest::Approx(0.005));
