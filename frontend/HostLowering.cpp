@@ -1,5 +1,5 @@
 // The host script: fn main -> HostProgram. Host statements (let, assign,
-// for, if, print, save, save_checkpoint), host builtins (load, exists,
+// for, if, print, save, save_checkpoint, load_checkpoint), host builtins (load, exists,
 // start_step, batch, grad, opt.minimize) and the IR thunks that hold the
 // tensor math of each statement.
 #include "frontend/SemaImpl.h"
@@ -333,7 +333,8 @@ void Sema::lowerHostStmt(const ast::Stmt& s, std::vector<HostStmt>& out) {
     case ast::StmtKind::Expr: {
       const ast::Expr& x = *s.exprs[0];
       auto hb = x.kind == ast::ExprKind::Call ? hostBuiltin(x.text) : std::nullopt;
-      if (hb == HostBuiltin::Print || hb == HostBuiltin::Save || hb == HostBuiltin::SaveCheckpoint) {
+      if (hb == HostBuiltin::Print || hb == HostBuiltin::Save || hb == HostBuiltin::SaveCheckpoint ||
+          hb == HostBuiltin::LoadCheckpoint) {
         if (!lowerHostCallStmt(x, *hb, h)) return;
         break;
       }
@@ -349,7 +350,8 @@ void Sema::lowerHostStmt(const ast::Stmt& s, std::vector<HostStmt>& out) {
   out.push_back(std::move(h));
 }
 
-// print(...), save(path, value) and save_checkpoint(path) as statements of
+// print(...), save(path, value), save_checkpoint(path) and
+// load_checkpoint(path) as statements of
 // fn main. False after an error (the statement is dropped).
 bool Sema::lowerHostCallStmt(const ast::Expr& x, HostBuiltin b, HostStmt& h) {
   switch (b) {
@@ -375,6 +377,14 @@ bool Sema::lowerHostCallStmt(const ast::Expr& x, HostBuiltin b, HostStmt& h) {
       h.kind = HostStmt::SaveCheckpoint;
       if (x.args.size() != 1 || !x.args[0].keyword.empty() || x.args[0].value->kind != ast::ExprKind::String) {
         err(x.loc, "save_checkpoint takes one argument: a path as a string literal");
+        return false;
+      }
+      h.path = x.args[0].value->text;
+      return true;
+    case HostBuiltin::LoadCheckpoint:
+      h.kind = HostStmt::LoadCheckpoint;
+      if (x.args.size() != 1 || !x.args[0].keyword.empty() || x.args[0].value->kind != ast::ExprKind::String) {
+        err(x.loc, "load_checkpoint takes one argument: a path as a string literal");
         return false;
       }
       h.path = x.args[0].value->text;
@@ -405,6 +415,7 @@ EV Sema::lowerHostBuiltinCall(Ctx& c, const ast::Expr& e, HostBuiltin b) {
     case HostBuiltin::Print:
     case HostBuiltin::Save:
     case HostBuiltin::SaveCheckpoint:
+    case HostBuiltin::LoadCheckpoint:
       err(c, e.loc, name + "(...) is a statement of fn main, not a value");
       return {};
     case HostBuiltin::Exists: {

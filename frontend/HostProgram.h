@@ -51,6 +51,7 @@ struct HostStmt {
     Save,    // save(path, value)
     Eval,    // evaluate value, discard (a call for its effects)
     SaveCheckpoint,  // save_checkpoint(path): params and optimizer states
+    LoadCheckpoint,  // load_checkpoint(path): the params only (inference)
   } kind;
   SourceLoc loc;
   std::vector<std::string> names;
@@ -61,7 +62,7 @@ struct HostStmt {
     std::optional<Thunk> value;    // a tensor argument
   };
   std::vector<PrintArg> printArgs;
-  std::string path;  // Save, SaveCheckpoint
+  std::string path;  // Save, SaveCheckpoint, LoadCheckpoint
 };
 
 // `dataset NAME = copy_task(batch=, seq=, vocab=)`, `reverse_task(...)` or

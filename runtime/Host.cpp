@@ -432,6 +432,27 @@ class RankRunner : public HostWalker<HostValue> {
     }
   }
 
+  // load_checkpoint(path): every param of the program from the checkpoint
+  // (inference after training); optimizer states and step counters are not
+  // read, nor tensors of params the program does not declare.
+  void loadCheckpoint(const HostStmt& s) override {
+    const ir::Module& m = prog_.module();
+    std::map<std::string, Tensor> all;
+    try {
+      for (auto& nt : readSafetensors(s.path, nullptr)) all[nt.name] = nt.value;
+    } catch (const CheckpointError& e) {
+      failReading(s.loc, e.what());
+    }
+    for (const auto& p : m.params) {
+      auto it = all.find(p.name);
+      if (it == all.end()) fail(s.loc, s.path + ": the checkpoint has no param '" + p.name + "'");
+      if (it->second.type() != p.type)
+        fail(s.loc, s.path + ": param '" + p.name + "' is " + it->second.type().str() + " in the checkpoint but " +
+                        p.type.str() + " in the program");
+    }
+    for (const auto& p : m.params) params_[p.name] = localBlock(m, all.at(p.name), p.sharding, rank_);
+  }
+
   std::vector<HostValue> call(const Thunk& th, const std::vector<HostValue>& in, bool gather) override {
     std::vector<Tensor> args;
     for (const HostValue& v : in) args.push_back(v.local);

@@ -86,6 +86,8 @@ class HostWalker {
   virtual void print(const HostStmt& s) = 0;
   virtual void save(const HostStmt& s) = 0;
   virtual void saveCheckpoint(const HostStmt& s) = 0;
+  // load_checkpoint(path): sets the params; nothing to walk without running.
+  virtual void loadCheckpoint(const HostStmt&) {}
   virtual void beforeStatement(const HostStmt&) {}
 
   void block(const std::vector<HostStmt>& b) {
@@ -113,6 +115,7 @@ class HostWalker {
       case HostStmt::Save: save(s); break;
       case HostStmt::Eval: eval(s.value, false); break;
       case HostStmt::SaveCheckpoint: saveCheckpoint(s); break;
+      case HostStmt::LoadCheckpoint: loadCheckpoint(s); break;
     }
   }
 
