@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -203,7 +205,19 @@ uint32_t readLE(const std::string& d, size_t off, int n) {
 
 }  // namespace
 
-Tensor readNpy(const std::string& path) {
+namespace {
+// The shortest text that reads back to `v`.
+std::string shortest(double v) {
+  char b[32];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(b, sizeof b, "%.*g", prec, v);
+    if (std::strtod(b, nullptr) == v) break;
+  }
+  return b;
+}
+}  // namespace
+
+Tensor readNpy(const std::string& path, bool convertWide) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     if (errno == ENOENT || errno == ENOTDIR) fail(path, "no such file");
@@ -244,7 +258,12 @@ Tensor readNpy(const std::string& path) {
 
   DType dtype;
   size_t itemSize;
-  if (h.descr == "<f4") {
+  bool wide = false;  // '<f8' / '<i8' read into f32 / i32
+  if (convertWide && (h.descr == "<f8" || h.descr == "<i8")) {
+    dtype = h.descr == "<f8" ? DType::F32 : DType::I32;
+    itemSize = 8;
+    wide = true;
+  } else if (h.descr == "<f4") {
     dtype = DType::F32;
     itemSize = 4;
   } else if (h.descr == "<i4") {
@@ -255,7 +274,8 @@ Tensor readNpy(const std::string& path) {
     itemSize = 1;
   } else {
     fail(path, "unsupported dtype '" + excerpt(h.descr) +
-                   "' (GSL reads f32 '<f4', i32 '<i4' and bool '|b1')");
+                   "' (GSL reads f32 '<f4', i32 '<i4' and bool '|b1'" +
+                   (convertWide ? std::string(", and converts float64 '<f8' and int64 '<i8')") : std::string(")")));
   }
   if (h.fortran) fail(path, "Fortran-order arrays are not supported");
 
@@ -263,7 +283,7 @@ Tensor readNpy(const std::string& path) {
   uint64_t n = 1;
   for (int64_t d : h.shape) {
     if (d < 0) fail(path, "malformed header: negative dimension in shape " + shapeText(h.shape));
-    if (d != 0 && n > (uint64_t)std::numeric_limits<int64_t>::max() / 4 / (uint64_t)d)
+    if (d != 0 && n > (uint64_t)std::numeric_limits<int64_t>::max() / 8 / (uint64_t)d)
       fail(path, "shape " + shapeText(h.shape) + " is too large (its byte size overflows 64 bits)");
     n *= (uint64_t)d;
   }
@@ -279,6 +299,24 @@ Tensor readNpy(const std::string& path) {
   if (dtype == DType::Bool) {
     int32_t* dst = t.i32();
     for (uint64_t i = 0; i < n; ++i) dst[i] = src[i] != 0 ? 1 : 0;
+  } else if (wide && dtype == DType::F32) {
+    float* dst = t.f32();
+    for (uint64_t i = 0; i < n; ++i) {
+      double v;
+      std::memcpy(&v, src + 8 * i, 8);
+      if (std::isfinite(v) && std::fabs(v) > (double)std::numeric_limits<float>::max())
+        fail(path, "float64 value " + shortest(v) + " at index " + std::to_string(i) + " does not fit in f32");
+      dst[i] = (float)v;
+    }
+  } else if (wide) {
+    int32_t* dst = t.i32();
+    for (uint64_t i = 0; i < n; ++i) {
+      int64_t v;
+      std::memcpy(&v, src + 8 * i, 8);
+      if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+        fail(path, "int64 value " + std::to_string(v) + " at index " + std::to_string(i) + " does not fit in i32");
+      dst[i] = (int32_t)v;
+    }
   } else if (n > 0) {
     // Little-endian host assumed (x86-64, AArch64).
     std::memcpy(t.raw(), src, (size_t)bytes);

@@ -16,7 +16,10 @@ struct NpyError : std::runtime_error {
 };
 
 // Reads a whole .npy file. Throws NpyError("<path>: <what is wrong>").
-Tensor readNpy(const std::string& path);
+// With `convertWide`, NumPy's default dtypes are read too: float64 ('<f8')
+// rounded to f32 and int64 ('<i8') to i32; a finite value beyond f32's
+// range or an integer outside i32's is an error naming its flat index.
+Tensor readNpy(const std::string& path, bool convertWide = false);
 // Writes `t` atomically (temp file in the same folder + rename).
 // Throws NpyError on failure.
 void writeNpy(const std::string& path, const Tensor& t);

@@ -198,8 +198,11 @@ bool Sema::lowerBatchLet(const ast::Stmt& s, const ast::Expr& rhs, HostStmt& h) 
   auto fn = std::make_unique<Function>();
   fn->name = "main." + std::to_string(nextThunk_++);
   fn->loc = rhs.loc;
-  TensorType t{DType::I32, {ds->batch, ds->seq}};
+  TensorType tokens{DType::I32, {ds->batch, ds->seq}};
+  std::vector<TensorType> types{tokens, tokens};
+  if (ds->kind == "pairs") types = {TensorType{DType::F32, {ds->batch, ds->features}}, TensorType{DType::I32, {ds->batch}}};
   for (int i = 0; i < 2; ++i) {
+    const TensorType& t = types[i];
     fn->results.push_back(fn->addArg(t));
     HostLeaf leaf{HostLeaf::Batch, ds->name, t, std::nullopt, rhs.loc};
     leaf.index = i;
@@ -210,7 +213,7 @@ bool Sema::lowerBatchLet(const ast::Stmt& s, const ast::Expr& rhs, HostStmt& h) 
   h.value.fn = fn.get();
   h.value.loc = rhs.loc;
   thunks_.push_back(std::move(fn));
-  for (auto& n : s.names) hostScopes_.back()[n] = t;
+  for (size_t i = 0; i < 2; ++i) hostScopes_.back()[s.names[i]] = types[i];
   return true;
 }
 

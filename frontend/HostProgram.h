@@ -65,11 +65,13 @@ struct HostStmt {
   std::string path;  // Save, SaveCheckpoint, LoadCheckpoint
 };
 
-// `dataset NAME = copy_task(batch=, seq=, vocab=)`, `reverse_task(...)` or
-// `npy_tokens("file.npy", batch=, seq=)`.
+// `dataset NAME = copy_task(batch=, seq=, vocab=)`, `reverse_task(...)`,
+// `npy_tokens("file.npy", batch=, seq=)` or
+// `npy_pairs("x.npy", "y.npy", batch=, features=)` (supervised: inputs
+// f32[batch, features], labels i32[batch]).
 struct Dataset {
-  std::string name, kind, path;  // kind: copy, reverse, npy
-  int64_t batch = 0, seq = 0, vocab = 0;
+  std::string name, kind, path, labelsPath;  // kind: copy, reverse, npy, pairs
+  int64_t batch = 0, seq = 0, vocab = 0, features = 0;
   SourceLoc loc;
 };
 

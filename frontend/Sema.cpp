@@ -468,8 +468,18 @@ void Sema::declDataset(const ast::Decl& d) {
     }
     ds.path = e.args[0].value->text;
     if (!numericKeywords(e, {{"batch", 0}, {"seq", 0}}, kw, 1)) return;
+  } else if (e.kind == ast::ExprKind::Call && e.text == "npy_pairs") {
+    ds.kind = "pairs";
+    if (e.args.size() < 2 || !e.args[0].keyword.empty() || !e.args[1].keyword.empty() ||
+        e.args[0].value->kind != ast::ExprKind::String || e.args[1].value->kind != ast::ExprKind::String) {
+      err(e.loc, "npy_pairs takes the paths of the inputs and labels .npy files first: npy_pairs(\"x.npy\", \"y.npy\", batch=B, features=F)");
+      return;
+    }
+    ds.path = e.args[0].value->text;
+    ds.labelsPath = e.args[1].value->text;
+    if (!numericKeywords(e, {{"batch", 0}, {"features", 0}}, kw, 2)) return;
   } else {
-    err(e.loc, "a dataset is copy_task(batch=, seq=, vocab=), reverse_task(batch=, seq=, vocab=) or npy_tokens(\"file.npy\", batch=, seq=)");
+    err(e.loc, "a dataset is copy_task(batch=, seq=, vocab=), reverse_task(batch=, seq=, vocab=), npy_tokens(\"file.npy\", batch=, seq=) or npy_pairs(\"x.npy\", \"y.npy\", batch=, features=)");
     return;
   }
   for (auto& [k, v] : kw)
@@ -480,7 +490,8 @@ void Sema::declDataset(const ast::Decl& d) {
   ds.batch = (int64_t)kw["batch"];
   ds.seq = (int64_t)kw["seq"];
   ds.vocab = kw.count("vocab") ? (int64_t)kw["vocab"] : 0;
-  if (ds.kind != "npy" && (ds.seq < 4 || ds.vocab < 3)) {
+  ds.features = kw.count("features") ? (int64_t)kw["features"] : 0;
+  if ((ds.kind == "copy" || ds.kind == "reverse") && (ds.seq < 4 || ds.vocab < 3)) {
     err(e.loc, e.text + " needs seq >= 4 and vocab >= 3");
     return;
   }

@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <limits>
+#include <algorithm>
 #include <stdexcept>
+#include <vector>
 
 #include "backend/Random.h"
 
@@ -91,6 +93,31 @@ Batch npyTokenBatch(const Tensor& tokens, int64_t step, int64_t batch, int64_t s
       in[r * seq + t] = src[o + t];
       tg[r * seq + t] = src[o + t + 1];
     }
+  }
+  return b;
+}
+
+Batch supervisedBatch(const Tensor& x, const Tensor& y, uint64_t seed, int64_t step, int64_t batch) {
+  const int64_t n = x.shape()[0], f = x.shape()[1];
+  if (step < 0) fail("supervised data: negative step " + std::to_string(step));
+  if (n < batch)
+    fail("supervised data: " + std::to_string(n) + " rows are fewer than the batch " + std::to_string(batch));
+  const int64_t perEpoch = n / batch;
+  const int64_t epoch = step / perEpoch, k = step % perEpoch;
+  // The epoch's order: Fisher-Yates, swap i with j uniform in [0, i].
+  std::vector<int64_t> perm((size_t)n);
+  for (int64_t i = 0; i < n; ++i) perm[(size_t)i] = i;
+  const uint64_t stream = backend::hashName("data/shuffle") ^ ((uint64_t)epoch * 0x9E3779B97F4A7C15ULL);
+  for (int64_t i = n - 1; i > 0; --i) {
+    int64_t j = (int64_t)std::floor(backend::uniformAt(seed, stream, (uint64_t)i) * (double)(i + 1));
+    if (j > i) j = i;  // u < 1, so only a rounding guard
+    std::swap(perm[(size_t)i], perm[(size_t)j]);
+  }
+  Batch b{Tensor(TensorType{DType::F32, {batch, f}}), Tensor(TensorType{DType::I32, {batch}})};
+  for (int64_t r = 0; r < batch; ++r) {
+    int64_t row = perm[(size_t)(k * batch + r)];
+    std::copy(x.f32() + row * f, x.f32() + (row + 1) * f, b.inputs.f32() + r * f);
+    b.targets.i32()[r] = y.i32()[row];
   }
   return b;
 }

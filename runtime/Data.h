@@ -43,6 +43,16 @@ struct Batch {
   backend::Tensor targets;  // i32 [batch, seq]: inputs shifted left by one
 };
 
+// Supervised pairs (npy_pairs): inputs x (f32 [N, F]) and labels y (i32
+// [N]), N >= batch. An epoch is N / batch steps (the last N mod batch rows
+// of its order are left out); epoch e = step / (N / batch) visits the rows
+// in a permutation that is a pure function of (seed, e) (Fisher-Yates
+// driven by backend::uniformAt), so the batches of a step are the same at
+// every -np and after --resume. Step s takes rows perm_e[k * batch ..
+// (k + 1) * batch), k = s mod (N / batch).
+Batch supervisedBatch(const backend::Tensor& x, const backend::Tensor& y, uint64_t seed, int64_t step,
+                      int64_t batch);
+
 // A batch of the synthetic task `task` ("copy" or "reverse"), see above.
 Batch syntheticBatch(const std::string& task, uint64_t seed, int64_t step, int64_t batch,
                      int64_t seq, int64_t vocab);

@@ -66,6 +66,15 @@ class SpmdProgram {
     return resumeTensors_;
   }
 
+  // A data set's .npy file (float64 and int64 converted), read once and
+  // shared by the ranks of this process.
+  const Tensor& dataFile(const std::string& path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = dataFiles_.find(path);
+    if (it == dataFiles_.end()) it = dataFiles_.emplace(path, backend::readNpy(path, true)).first;
+    return it->second;
+  }
+
   const Tensor& globalParam(const ir::Param& p) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = params_.find(p.name);
@@ -79,6 +88,7 @@ class SpmdProgram {
   PerRankPrograms programs_;
   std::mutex mu_;
   std::map<std::string, Tensor> params_;
+  std::map<std::string, Tensor> dataFiles_;
   bool resumeRead_ = false;
   std::map<std::string, Tensor> resumeTensors_;
   std::map<std::string, std::string> resumeMeta_;
@@ -270,6 +280,10 @@ class RankRunner : public HostWalker<HostValue> {
         auto b = npyTokenBatch(it->second, step, ds->batch, ds->seq);
         return l.index == 0 ? b.inputs : b.targets;
       }
+      if (ds->kind == "pairs") {
+        auto b = supervisedBatch(pairsFile(*ds, false), pairsFile(*ds, true), opts_.seed, step, ds->batch);
+        return l.index == 0 ? b.inputs : b.targets;
+      }
       auto b = syntheticBatch(ds->kind, opts_.seed, step, ds->batch, ds->seq, ds->vocab);
       return l.index == 0 ? b.inputs : b.targets;
     } catch (const RankError&) {
@@ -277,6 +291,29 @@ class RankRunner : public HostWalker<HostValue> {
     } catch (const std::runtime_error& e) {
       fail(l.loc, e.what());
     }
+  }
+
+  // The inputs (f32 [N, features]) or labels (i32 [N]) of npy_pairs.
+  const Tensor& pairsFile(const frontend::Dataset& ds, bool labels) {
+    const std::string& path = labels ? ds.labelsPath : ds.path;
+    const Tensor* t = nullptr;
+    try {
+      t = &prog_.dataFile(path);
+    } catch (const backend::NpyError& e) {
+      failReading(ds.loc, e.what());
+    }
+    ir::TensorType want = labels ? ir::TensorType{ir::DType::I32, {}} : ir::TensorType{ir::DType::F32, {}};
+    bool ok = t->dtype() == want.dtype && t->rank() == (labels ? 1 : 2) && (labels || t->shape()[1] == ds.features);
+    if (!ok)
+      fail(ds.loc, path + ": npy_pairs needs " + (labels ? "labels i32[N] (or int64)" :
+                   "inputs f32[N, " + std::to_string(ds.features) + "] (or float64)") + ", got " + t->type().str());
+    if (labels) {
+      const Tensor& x = prog_.dataFile(ds.path);
+      if (x.shape()[0] != t->shape()[0])
+        fail(ds.loc, ds.path + " has " + std::to_string(x.shape()[0]) + " rows but " + path + " has " +
+                         std::to_string(t->shape()[0]) + " labels");
+    }
+    return *t;
   }
 
   // One training step: opt.minimize(loss, args...).

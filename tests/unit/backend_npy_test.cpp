@@ -286,3 +286,54 @@ TEST_CASE("npy: hostile inputs never crash") {
   CHECK(ok > 0);
   CHECK(errors > 0);
 }
+
+TEST_CASE("npy: float64 and int64 converted when asked, with an error naming the index of a value that does not fit") {
+  TempDir dir;
+  auto f64 = [](std::initializer_list<double> v) {
+    std::string s(v.size() * 8, '\0');
+    std::memcpy(s.data(), std::data(v), s.size());
+    return s;
+  };
+  auto i64 = [](std::initializer_list<int64_t> v) {
+    std::string s(v.size() * 8, '\0');
+    std::memcpy(s.data(), std::data(v), s.size());
+    return s;
+  };
+  const std::string p = dir / "d.npy";
+  writeFile(p, npyV1("{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }", f64({0.1, -2.5, 1e30, -0.0})));
+  CHECK(errorOf(p) == p + ": unsupported dtype '<f8' (GSL reads f32 '<f4', i32 '<i4' and bool '|b1')");
+  Tensor d = readNpy(p, true);
+  CHECK(d.type() == TensorType{DType::F32, {2, 2}});
+  CHECK(d.f32()[0] == 0.1f);  // rounded once, to nearest
+  CHECK(d.f32()[1] == -2.5f);
+  CHECK(d.f32()[2] == 1e30f);
+  writeFile(p, npyV1("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", f64({1.0, 2.0, -1e300})));
+  try {
+    readNpy(p, true);
+    FAIL("no error");
+  } catch (const NpyError& e) {
+    CHECK(std::string(e.what()) == p + ": float64 value -1e+300 at index 2 does not fit in f32");
+  }
+  const std::string q = dir / "l.npy";
+  writeFile(q, npyV1("{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }", i64({3, -2147483648LL, 2147483647LL})));
+  Tensor l = readNpy(q, true);
+  CHECK(l.type() == TensorType{DType::I32, {3}});
+  CHECK(l.i32()[0] == 3);
+  CHECK(l.i32()[1] == -2147483647 - 1);
+  writeFile(q, npyV1("{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }", i64({0, 2147483648LL})));
+  try {
+    readNpy(q, true);
+    FAIL("no error");
+  } catch (const NpyError& e) {
+    CHECK(std::string(e.what()) == q + ": int64 value 2147483648 at index 1 does not fit in i32");
+  }
+  // A dtype neither read nor converted says both.
+  writeFile(q, npyV1("{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }", std::string(4, '\0')));
+  try {
+    readNpy(q, true);
+    FAIL("no error");
+  } catch (const NpyError& e) {
+    CHECK(std::string(e.what()) ==
+          q + ": unsupported dtype '<i2' (GSL reads f32 '<f4', i32 '<i4' and bool '|b1', and converts float64 '<f8' and int64 '<i8')");
+  }
+}

@@ -208,3 +208,38 @@ TEST_CASE("token window errors") {
   CHECK(errorOf([&] { npyTokenBatch(t, 0, 0, 2); }) == "token data: batch must be >= 1, got 0");
   CHECK(errorOf([&] { npyTokenBatch(t, 0, 1, 0); }) == "token data: seq must be >= 1, got 0");
 }
+
+TEST_CASE("supervised pairs: each epoch a permutation by seed and epoch, the same rows for inputs and labels") {
+  const int64_t n = 10, f = 3, batch = 4;  // 2 steps per epoch, 2 rows left out each epoch
+  Tensor x(TensorType{DType::F32, {n, f}}), y(TensorType{DType::I32, {n}});
+  for (int64_t r = 0; r < n; ++r) {
+    y.i32()[r] = (int32_t)r;
+    for (int64_t j = 0; j < f; ++j) x.f32()[r * f + j] = (float)(r * 10 + j);
+  }
+  auto rows = [&](uint64_t seed, int64_t step) {
+    Batch b = supervisedBatch(x, y, seed, step, batch);
+    REQUIRE(b.inputs.type() == TensorType{DType::F32, {batch, f}});
+    REQUIRE(b.targets.type() == TensorType{DType::I32, {batch}});
+    std::vector<int32_t> r;
+    for (int64_t i = 0; i < batch; ++i) {
+      int32_t row = b.targets.i32()[i];
+      for (int64_t j = 0; j < f; ++j) CHECK(b.inputs.f32()[i * f + j] == (float)(row * 10 + j));
+      r.push_back(row);
+    }
+    return r;
+  };
+  std::vector<std::vector<int32_t>> epochs;
+  for (int64_t e = 0; e < 3; ++e) {
+    std::vector<int32_t> seen;
+    for (int64_t k = 0; k < 2; ++k)
+      for (int32_t r : rows(7, e * 2 + k)) seen.push_back(r);
+    CHECK(std::set<int32_t>(seen.begin(), seen.end()).size() == 8);  // no row twice in an epoch
+    epochs.push_back(seen);
+  }
+  CHECK(epochs[0] != epochs[1]);  // reshuffled each epoch
+  CHECK(epochs[1] != epochs[2]);
+  CHECK(rows(7, 3) == rows(7, 3));  // a pure function of (seed, step)
+  CHECK(rows(7, 0) != rows(8, 0));  // the seed changes the order
+  CHECK_THROWS_WITH(supervisedBatch(x, y, 7, 0, 11), "supervised data: 10 rows are fewer than the batch 11");
+  CHECK_THROWS_WITH(supervisedBatch(x, y, 7, -1, 4), "supervised data: negative step -1");
+}

@@ -55,7 +55,7 @@ syn keyword gslHostBuiltin  print save load exists grad start_step save_checkpoi
 " Param initialisers.
 syn keyword gslInitializer  zeros ones normal uniform glorot
 " Constructors of optimizer and dataset declarations.
-syn keyword gslConstructor  sgd adam adamw adafactor copy_task reverse_task npy_tokens
+syn keyword gslConstructor  sgd adam adamw adafactor copy_task reverse_task npy_tokens npy_pairs
 
 " ---------------------------------------------------------------- names
 syn match   gslFuncDef      contained "\h\w*"
