@@ -322,12 +322,17 @@ class RankRunner : public HostWalker<HostValue> {
     std::vector<Tensor> args;
     std::vector<std::optional<Sharding>> in;
     int64_t tokens = 0;
+    bool examples = false;
     for (const auto& lf : st.leaves) {
       HostValue v = input(lf);
-      // Throughput counts the tokens of the first i32 input (token ids), or
+      // Throughput counts the tokens of the first input if it is i32 (token
+      // ids: a language model), else that input's rows (examples: a
+      // classifier, a regression).
       // else the rows (samples) of the first input.
-      if (!tokens && lf.type.rank() >= 1)
-        tokens = lf.type.dtype == ir::DType::I32 ? lf.type.numElements() : lf.type.shape[0];
+      if (!tokens && lf.type.rank() >= 1) {
+        examples = lf.type.dtype != ir::DType::I32;
+        tokens = examples ? lf.type.shape[0] : lf.type.numElements();
+      }
       args.push_back(v.local);
       in.push_back(v.sharding);
     }
@@ -378,12 +383,13 @@ class RankRunner : public HostWalker<HostValue> {
       optStates_[stateKey(opt, tr.states[i].param, tr.states[i].slot)].local = res[1 + tr.params.size() + i];
     ++stepsRun_;
     double loss = res[0].item();
-    report(t, loss, tokens);
+    report(t, loss, tokens, examples);
     return {res[0], f.resultShardings[0]};
   }
 
   // The progress line (rank 0, stderr) and the metrics log.
-  void report(int64_t t, double loss, int64_t tokens) {
+  // `examples`: the throughput counts rows (examples/s), not tokens/s.
+  void report(int64_t t, double loss, int64_t tokens, bool examples) {
     if (rank_ != 0) return;
     // Compile time is not training time: tokens/s and the ETA leave it out.
     const double compileS = backend::jitCompileSeconds() - compileAtStart_;
@@ -395,7 +401,7 @@ class RankRunner : public HostWalker<HostValue> {
       // loss is null (JSON has no number for it).
       nlohmann::ordered_json line = {{"step", t},
                                      {"loss", std::strtod(backend::formatF32((float)loss).c_str(), nullptr)},
-                                     {"tokens_per_s", (int64_t)tps},
+                                     {examples ? "examples_per_s" : "tokens_per_s", (int64_t)tps},
                                      {"elapsed_s", elapsed},
                                      {"compile_s", backend::jitCompileSeconds()}};
       log_ << line.dump() << "\n";
@@ -411,9 +417,9 @@ class RankRunner : public HostWalker<HostValue> {
     if (total > done && stepsRun_ > 0)
       std::snprintf(eta, sizeof eta, "  ETA %.0fs", elapsed / (double)stepsRun_ * (double)(total - done));
     char line[256];
-    std::snprintf(line, sizeof line, "step %lld%s%s  loss %s  %.0f tokens/s%s", (long long)t,
+    std::snprintf(line, sizeof line, "step %lld%s%s  loss %s  %.0f %s/s%s", (long long)t,
                   total ? "/" : "", total ? std::to_string(total).c_str() : "", backend::formatF32((float)loss).c_str(),
-                  tps, eta);
+                  tps, examples ? "examples" : "tokens", eta);
     static const bool tty = isatty(2);
     if (tty) {
       std::cerr << "\r\033[K" << line << std::flush;
