@@ -2,6 +2,8 @@
 // for, if, print, save, save_checkpoint, load_checkpoint), host builtins (load, exists,
 // start_step, batch, grad, opt.minimize) and the IR thunks that hold the
 // tensor math of each statement.
+#include <cctype>
+
 #include "frontend/SemaImpl.h"
 
 namespace gsl::frontend::sema {
@@ -337,7 +339,7 @@ void Sema::lowerHostStmt(const ast::Stmt& s, std::vector<HostStmt>& out) {
       const ast::Expr& x = *s.exprs[0];
       auto hb = x.kind == ast::ExprKind::Call ? hostBuiltin(x.text) : std::nullopt;
       if (hb == HostBuiltin::Print || hb == HostBuiltin::Save || hb == HostBuiltin::SaveCheckpoint ||
-          hb == HostBuiltin::LoadCheckpoint) {
+          hb == HostBuiltin::LoadCheckpoint || hb == HostBuiltin::LogMetric) {
         if (!lowerHostCallStmt(x, *hb, h)) return;
         break;
       }
@@ -392,6 +394,30 @@ bool Sema::lowerHostCallStmt(const ast::Expr& x, HostBuiltin b, HostStmt& h) {
       }
       h.path = x.args[0].value->text;
       return true;
+    case HostBuiltin::LogMetric: {
+      h.kind = HostStmt::LogMetric;
+      if (x.args.size() != 2 || !x.args[0].keyword.empty() || !x.args[1].keyword.empty() ||
+          x.args[0].value->kind != ast::ExprKind::String) {
+        err(x.loc, "log_metric takes a name as a string literal and a scalar: log_metric(\"accuracy\", acc)");
+        return false;
+      }
+      const std::string& n = x.args[0].value->text;
+      bool ident = !n.empty() && !std::isdigit((unsigned char)n[0]);
+      for (char ch : n) ident = ident && (std::isalnum((unsigned char)ch) || ch == '_');
+      if (!ident || n == "step" || n == "loss" || n == "elapsed_s" || n == "tokens_per_s" || n == "examples_per_s") {
+        err(startLoc(*x.args[0].value), "a metric is named by letters, digits and '_' (not a digit first, and not step, "
+                                        "loss, elapsed_s, tokens_per_s or examples_per_s), got \"" + n + "\"");
+        return false;
+      }
+      h.names = {n};
+      if (!makeThunk(*x.args[1].value, h.value)) return false;
+      const ir::TensorType& t = h.value.fn->results[0]->type;
+      if (t.rank() != 0 || t.dtype == DType::Bool) {
+        err(startLoc(*x.args[1].value), "log_metric's value must be an f32 or i32 scalar, got " + t.str());
+        return false;
+      }
+      return true;
+    }
     case HostBuiltin::Save:
       h.kind = HostStmt::Save;
       if (x.args.size() != 2 || !x.args[0].keyword.empty() || !x.args[1].keyword.empty()) {
@@ -419,6 +445,7 @@ EV Sema::lowerHostBuiltinCall(Ctx& c, const ast::Expr& e, HostBuiltin b) {
     case HostBuiltin::Save:
     case HostBuiltin::SaveCheckpoint:
     case HostBuiltin::LoadCheckpoint:
+    case HostBuiltin::LogMetric:
       err(c, e.loc, name + "(...) is a statement of fn main, not a value");
       return {};
     case HostBuiltin::Exists: {

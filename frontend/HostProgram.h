@@ -52,6 +52,7 @@ struct HostStmt {
     Eval,    // evaluate value, discard (a call for its effects)
     SaveCheckpoint,  // save_checkpoint(path): params and optimizer states
     LoadCheckpoint,  // load_checkpoint(path): the params only (inference)
+    LogMetric,       // log_metric("name", value): names[0] = a scalar for the progress line and --log
   } kind;
   SourceLoc loc;
   std::vector<std::string> names;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -128,10 +129,12 @@ class RankRunner : public HostWalker<HostValue> {
     try {
       block(host_.body);
     } catch (const Interrupted&) {
+      flushLogRecord();
       clearProgress();  // the message goes on a line of its own
       out_.flush();
       throw;
     }
+    flushLogRecord();
     clearProgress();
     out_.flush();
   }
@@ -164,6 +167,11 @@ class RankRunner : public HostWalker<HostValue> {
   int64_t stepsRun_ = 0;
   bool progressShown_ = false;
   std::ofstream log_;
+  // The --log record of the last step, written when the next step starts
+  // or the run ends (log_metric adds to it); the metrics' latest values,
+  // in the order they were first logged (the progress line).
+  std::optional<nlohmann::ordered_json> logRecord_;
+  std::vector<std::pair<std::string, std::string>> metrics_;
 
   static std::string stateKey(const std::string& opt, const std::string& param, const std::string& slot) {
     return "optimizer/" + opt + "/" + param + "/" + slot;
@@ -404,8 +412,8 @@ class RankRunner : public HostWalker<HostValue> {
                                      {examples ? "examples_per_s" : "tokens_per_s", (int64_t)tps},
                                      {"elapsed_s", elapsed},
                                      {"compile_s", backend::jitCompileSeconds()}};
-      log_ << line.dump() << "\n";
-      log_.flush();
+      flushLogRecord();
+      logRecord_ = line;
     }
     if (!opts_.progress) return;
     int64_t total = 0, done = t;
@@ -416,10 +424,12 @@ class RankRunner : public HostWalker<HostValue> {
     char eta[64] = "";
     if (total > done && stepsRun_ > 0)
       std::snprintf(eta, sizeof eta, "  ETA %.0fs", elapsed / (double)stepsRun_ * (double)(total - done));
-    char line[256];
-    std::snprintf(line, sizeof line, "step %lld%s%s  loss %s  %.0f %s/s%s", (long long)t,
+    std::string ms;
+    for (const auto& [k, v] : metrics_) ms += "  " + k + " " + v;
+    char line[512];
+    std::snprintf(line, sizeof line, "step %lld%s%s  loss %s%s  %.0f %s/s%s", (long long)t,
                   total ? "/" : "", total ? std::to_string(total).c_str() : "", backend::formatF32((float)loss).c_str(),
-                  tps, examples ? "examples" : "tokens", eta);
+                  ms.c_str(), tps, examples ? "examples" : "tokens", eta);
     static const bool tty = isatty(2);
     if (tty) {
       std::cerr << "\r\033[K" << line << std::flush;
@@ -427,6 +437,29 @@ class RankRunner : public HostWalker<HostValue> {
     } else {
       int64_t every = total > 0 ? std::max<int64_t>(1, total / 10) : 10;
       if (done % every == 0 || done == total || stepsRun_ == 1) std::cerr << line << "\n";
+    }
+  }
+
+  void flushLogRecord() {
+    if (!logRecord_) return;
+    log_ << logRecord_->dump() << "\n";
+    log_.flush();
+    logRecord_.reset();
+  }
+
+  // log_metric(name, value): into the last step's --log record and the
+  // progress line (from the next step's line on).
+  void logMetric(const HostStmt& s) override {
+    Tensor v = whole(s.value);
+    if (rank_ != 0) return;
+    const std::string& name = s.names[0];
+    std::string text = v.dtype() == ir::DType::F32 ? backend::formatF32((float)v.item()) : std::to_string((int64_t)v.item());
+    auto it = std::find_if(metrics_.begin(), metrics_.end(), [&](const auto& m) { return m.first == name; });
+    if (it == metrics_.end()) metrics_.push_back({name, text});
+    else it->second = text;
+    if (logRecord_) {
+      if (v.dtype() == ir::DType::F32) (*logRecord_)[name] = std::strtod(text.c_str(), nullptr);
+      else (*logRecord_)[name] = (int64_t)v.item();
     }
   }
 

@@ -88,6 +88,8 @@ class HostWalker {
   virtual void saveCheckpoint(const HostStmt& s) = 0;
   // load_checkpoint(path): sets the params; nothing to walk without running.
   virtual void loadCheckpoint(const HostStmt&) {}
+  // log_metric(name, value): its value, whole.
+  virtual void logMetric(const HostStmt& s) { eval(s.value, true); }
   virtual void beforeStatement(const HostStmt&) {}
 
   void block(const std::vector<HostStmt>& b) {
@@ -116,6 +118,7 @@ class HostWalker {
       case HostStmt::Eval: eval(s.value, false); break;
       case HostStmt::SaveCheckpoint: saveCheckpoint(s); break;
       case HostStmt::LoadCheckpoint: loadCheckpoint(s); break;
+      case HostStmt::LogMetric: logMetric(s); break;
     }
   }
 

@@ -17,7 +17,22 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 "$PY" "$HERE/make_blobs.py" . || fail "make_blobs.py"
 acc() { grep '^step 160 ' "$1" | sed 's/.*test accuracy //'; }
-"$GSL" run "$EX/classifier.gsl" --no-progress -np 1 > np1.txt || { cat np1.txt; fail "-np 1"; }
+"$GSL" run "$EX/classifier.gsl" --no-progress -np 1 --log log.jsonl > np1.txt || { cat np1.txt; fail "-np 1"; }
+# log_metric("accuracy", ...) after every 32nd step: in that step's --log
+# record (as printed), in no other; the throughput is examples/s.
+"$PY" - log.jsonl np1.txt <<'PY' || fail "--log records"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+printed = {int(l.split()[1]): float(l.split()[-1]) for l in open(sys.argv[2]) if l.startswith("step ")}
+assert len(recs) == 160, len(recs)
+for r in recs:
+    assert list(r)[:4] == ["step", "loss", "examples_per_s", "elapsed_s"], r
+    if r["step"] % 32 == 0:
+        assert r["accuracy"] == printed[r["step"]], (r, printed)
+    else:
+        assert "accuracy" not in r, r
+print("log: accuracy in", sum("accuracy" in r for r in recs), "records")
+PY
 want=$(acc np1.txt)
 [ -n "$want" ] || { cat np1.txt; fail "no final accuracy at -np 1"; }
 awk -v a="$want" 'BEGIN { exit !(a > 0.6) }' || fail "accuracy $want is not above 0.6 (chance is 0.25)"
