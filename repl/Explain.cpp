@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "frontend/AST.h"
+#include "ir/Loop.h"
 #include "repl/Text.h"
 
 namespace gsl::repl {
@@ -113,8 +114,25 @@ bool sameLayout(const std::optional<Sharding>& a, const std::optional<Sharding>&
   return *a == *b;
 }
 
+namespace {
+// Whether `v` is an argument of the body of the loop `c` explains.
+bool isBodyArg(const ValueContext& c, const Value& v) {
+  return c.loop && c.loop->body && v.argIndex >= 0 && v.argIndex < (int)c.loop->body->args.size() &&
+         c.loop->body->args[v.argIndex] == &v;
+}
+}  // namespace
+
 std::string valueName(const ValueContext& c, const Value& v) {
   if (!v.name.empty()) return v.name;
+  // A loop input without a name of its own: named after what the loop reads.
+  if (isBodyArg(c, v) && v.argIndex >= 1 && v.argIndex - 1 < (int)c.loop->operands.size()) {
+    ValueContext outer = c;
+    outer.loop = nullptr;
+    return valueName(outer, *c.loop->operands[v.argIndex - 1]);
+  }
+  // A layer of a stacked value read in a loop body: "blocks.w[l]".
+  if (c.loop && v.def && v.def->kind == OpKind::DynamicIndex && v.def->operands.size() == 2)
+    return valueName(c, *v.def->operands[0]) + "[" + valueName(c, *v.def->operands[1]) + "]";
   if (v.def && v.def->kind == OpKind::Param) return v.def->attrs.getString("name");
   if (c.leaves && v.argIndex >= 0 && v.argIndex < (int)c.leaves->size()) {
     const auto& l = (*c.leaves)[v.argIndex];
@@ -143,7 +161,26 @@ std::string shardingOrigin(const ValueContext& c, const Value& v) {
     }
     return "(an input of the host script)";
   }
-  if (v.argIndex >= 0 && !c.fn.empty())
+  if (c.loop) {
+    const ir::LoopInfo info(*c.loop);
+    // Carried value j: as it enters an iteration (an argument of the body)
+    // or as the iteration yields it; both lie as the loop's initial value.
+    int carried = -1;
+    if (isBodyArg(c, v) && v.argIndex >= 1 && v.argIndex <= (int)info.carried) carried = v.argIndex - 1;
+    for (size_t j = 0; j < info.carried && j < c.loop->body->results.size(); ++j)
+      if (c.loop->body->results[j] == &v) carried = (int)j;
+    if (carried >= 0) {
+      ValueContext outer = c;
+      outer.loop = nullptr;
+      const Value& init = *c.loop->operands[carried];
+      std::string o = shardingOrigin(outer, init);
+      return "(carried by the loop, the same sharding in every iteration; it enters the loop as " +
+             valueName(outer, init) + " " + shardingText(init.sharding) +
+             (o.empty() ? (init.shardingVia ? " (propagated)" : "") : " " + o) + ")";
+    }
+    if (isBodyArg(c, v)) return v.argIndex == 0 ? "(the loop index)" : "(an input of the loop, the same in every iteration)";
+  }
+  if (v.argIndex >= 0 && !c.fn.empty() && !c.loop)
     if (const ast::Decl* d = findDecl(b, ast::DeclKind::Fn, c.fn))
       if (v.argIndex < (int)d->args.size() && d->args[v.argIndex].annot)
         return "annotated at " + b.where(d->args[v.argIndex].annot->loc);
@@ -151,7 +188,7 @@ std::string shardingOrigin(const ValueContext& c, const Value& v) {
     if (const ast::Decl* d = findDecl(b, ast::DeclKind::Param, v.def->attrs.getString("name")))
       if (d->annot) return "annotated at " + b.where(d->annot->loc);
   if (v.shardingLoc.valid()) return callSiteOrigin(b, v.shardingLoc);
-  if (!c.fn.empty())
+  if (!c.fn.empty() && !c.loop)
     if (const ast::Decl* d = findDecl(b, ast::DeclKind::Fn, c.fn))
       if (ir::Function* f = c.mod.findFunction(c.fn))
         for (size_t i = 0; i < f->results.size() && i < d->results.size(); ++i)

@@ -22,6 +22,8 @@ struct ValueContext {
   std::string fn;                                            // user fn ("" in a thunk)
   const std::vector<frontend::HostLeaf>* leaves = nullptr;   // thunk inputs
   std::string hostVar;  // the host variable being explained (a thunk's result)
+  // Set when the values are in this loop's body (propagated in place).
+  const ir::Op* loop = nullptr;
 };
 
 // The value's name: its let or argument name, a param's name, else %id.

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "frontend/AST.h"
+#include "ir/Loop.h"
 #include "ir/OpTable.h"
 #include "ir/Printer.h"
 #include "passes/CostModel.h"
@@ -69,7 +70,39 @@ bool startsWith(const std::string& s, const std::string& p) { return s.compare(0
 // order of args and ops but not the names).
 void copyNames(const ir::Function& f, ir::Function& c) {
   for (size_t i = 0; i < f.args.size(); ++i) c.args[i]->name = f.args[i]->name;
-  for (size_t i = 0; i < f.ops.size(); ++i) c.ops[i]->result->name = f.ops[i]->result->name;
+  for (size_t i = 0; i < f.ops.size(); ++i) {
+    for (size_t r = 0; r < f.ops[i]->results.size(); ++r) c.ops[i]->results[r]->name = f.ops[i]->results[r]->name;
+    if (f.ops[i]->body && c.ops[i]->body) copyNames(*f.ops[i]->body, *c.ops[i]->body);  // a loop's body
+  }
+}
+
+// The loop ops of `f` in text order (a loop before the loops in its body).
+void collectLoops(const ir::Function& f, std::vector<const ir::Op*>& out) {
+  for (const auto& op : f.ops)
+    if (op->body) {
+      out.push_back(op.get());
+      collectLoops(*op->body, out);
+    }
+}
+
+// Copies the names of the values of `from`'s loop bodies onto the same
+// bodies of `to` (a later form of the same function: passes that rebuild a
+// body, as propagation does, keep its values in order but not their
+// names). A body whose values differ in number is left unnamed.
+void copyBodyNames(const ir::Function& from, ir::Function& to) {
+  std::vector<const ir::Op*> a, b;
+  collectLoops(from, a);
+  collectLoops(to, b);
+  if (a.size() != b.size()) return;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const ir::Function& s = *a[i]->body;
+    ir::Function& d = *b[i]->body;
+    if (s.args.size() != d.args.size() || s.ops.size() != d.ops.size()) continue;
+    for (size_t k = 0; k < s.args.size(); ++k) d.args[k]->name = s.args[k]->name;
+    for (size_t k = 0; k < s.ops.size(); ++k)
+      for (size_t r = 0; r < s.ops[k]->results.size() && r < d.ops[k]->results.size(); ++r)
+        d.ops[k]->results[r]->name = s.ops[k]->results[r]->name;
+  }
 }
 
 // A copy of user function `f`, propagated.
@@ -77,6 +110,7 @@ std::unique_ptr<ir::Function> propagated(const ir::Module& m, const ir::Function
   auto c = f.clone();
   copyNames(f, *c);
   passes::propagateShardings(m, *c);
+  copyBodyNames(f, *c);
   c->renumber();
   return c;
 }
@@ -95,6 +129,75 @@ std::vector<ir::Value*> valuesNamed(ir::Function& f, const std::string& name) {
   for (auto& op : f.ops)
     if (op->result->name == name) r.push_back(op->result);
   return r;
+}
+
+// A value of a loop body named as the user wrote it (a let inside the
+// `for`, a carried name reassigned there), with the loop it is in.
+struct LoopValue {
+  ir::Value* value;
+  const ir::Op* loop;  // the innermost loop op holding it
+};
+
+// Values named `name` in the bodies of `f`'s loops (recursively, outer
+// loops first). In a body, the values its statements define; only when
+// none has the name, its arguments (the loop index, a carried value as it
+// enters an iteration).
+std::vector<LoopValue> loopValuesNamed(ir::Function& f, const std::string& name) {
+  std::vector<LoopValue> r;
+  for (auto& op : f.ops) {
+    if (!op->body) continue;
+    ir::Function& body = *op->body;
+    size_t before = r.size();
+    for (auto& bop : body.ops)
+      if (bop->result->name == name) r.push_back({bop->result, op.get()});
+    if (r.size() == before)
+      for (auto* a : body.args)
+        if (a->name == name) r.push_back({a, op.get()});
+    for (auto& inner : loopValuesNamed(body, name)) r.push_back(inner);
+  }
+  return r;
+}
+
+// The declaration of param `name`: a `param` decl, or for a param-group
+// member GROUP.MEMBER, the member's decl in its group.
+const ast::Decl* paramDecl(const Build& b, const std::string& name) {
+  size_t dot = name.find('.');
+  for (const auto& a : b.prog->asts)
+    for (const auto& d : a->decls) {
+      if (d->kind == ast::DeclKind::Param && d->name == name) return d.get();
+      if (d->kind == ast::DeclKind::ParamGroup && dot != std::string::npos && d->name == name.substr(0, dot))
+        for (const auto& m : d->members)
+          if (m->name == name.substr(dot + 1)) return m.get();
+    }
+  return nullptr;
+}
+
+// What a param-group member is ("" for another param).
+std::string groupMemberNote(const ir::Param& p) {
+  if (p.init.stacked <= 0 || p.type.rank() < 1) return "";
+  std::string group = p.name.substr(0, p.name.find('.'));
+  ir::TensorType layer = p.type;
+  layer.shape.erase(layer.shape.begin());
+  return "  (a member of param group " + group + ": " + std::to_string(p.type.shape[0]) + " layers of " +
+         layer.str() + " stacked as " + p.type.str() + "; dim 0, the layer, is never split, so every device holds " +
+         "its block of every layer and a loop reads layer l as " + p.name + "[l])\n";
+}
+
+// "the loop `for l in 0..3` at FILE:L:C": how the REPL names a loop.
+std::string loopText(const Build& b, const ir::Op& loop) {
+  const ir::LoopInfo info(loop);
+  std::string var = loop.body && !loop.body->args.empty() && !loop.body->args[0]->name.empty()
+                        ? loop.body->args[0]->name
+                        : "i";
+  std::string at = b.where(loop.loc);
+  return "the loop over " + var + " (" + std::to_string(info.trip) + " iterations" +
+         (at.empty() ? std::string(")") : ", at " + at + ")");
+}
+
+// The note printed under a loop body's value.
+std::string insideLoopNote(const Build& b, const ir::Op& loop) {
+  return "  (inside " + loopText(b, loop) +
+         ": one sharding for every iteration, as a loop body is partitioned once)\n";
 }
 
 }  // namespace
@@ -219,7 +322,17 @@ std::unique_ptr<Build> Session::compile(const Assembled& a) const {
   o.defines = defines_;
   o.definesMayNameNoConst = true;
   b->prog = frontend::compileSource(b->mainDisplay, a.text, o, *b->sm, *b->diags);
-  if (b->prog) passes::runGlobalPipeline(*b->prog->module);
+  if (b->prog) {
+    // The pipeline rebuilds loop bodies without their let names: keep them.
+    std::vector<std::unique_ptr<ir::Function>> named;
+    for (const auto& f : b->prog->module->functions) {
+      named.push_back(f->clone());
+      copyNames(*f, *named.back());
+    }
+    passes::runGlobalPipeline(*b->prog->module);
+    for (size_t i = 0; i < named.size(); ++i)
+      if (ir::Function* f = b->prog->module->findFunction(named[i]->name)) copyBodyNames(*named[i], *f);
+  }
   return b;
 }
 
@@ -642,16 +755,31 @@ void Session::sharding(const std::string& name) {
   if (!b) return;
   const ir::Module& mod = *b->prog->module;
   // FN.VALUE, or a let / argument name of some function.
+  // Values of f's loop bodies are found too, each with a note that says
+  // which loop it is in.
   auto explainIn = [&](ir::Function& f, const std::string& v, const std::string& label) {
     auto c = propagated(mod, f);
     auto vals = valuesNamed(*c, v);
+    auto inLoops = loopValuesNamed(*c, v);
+    const size_t n = vals.size() + inLoops.size();
+    size_t k = 0;
+    auto tagged = [&]() { return label + (n > 1 ? "#" + std::to_string(k++) : ""); };
     ValueContext ctx{*b, mod, f.name};
-    for (size_t i = 0; i < vals.size(); ++i)
-      out_ << explainSharding(ctx, *vals[i], label + (vals.size() > 1 ? "#" + std::to_string(i) : ""));
-    return !vals.empty();
+    for (auto* x : vals) out_ << explainSharding(ctx, *x, tagged());
+    for (const auto& lv : inLoops) {
+      if (lv.value == lv.loop->body->args[0]) {  // the loop index
+        out_ << tagged() << ": replicated (the index of " << loopText(*b, *lv.loop)
+             << ": an i32 scalar, the same on every device)\n";
+        continue;
+      }
+      ValueContext lc = ctx;
+      lc.loop = lv.loop;
+      out_ << explainSharding(lc, *lv.value, tagged()) << insideLoopNote(*b, *lv.loop);
+    }
+    return n > 0;
   };
   size_t dot = name.find('.');
-  if (dot != std::string::npos) {
+  if (dot != std::string::npos && !mod.findParam(name)) {
     ir::Function* f = userFunction(*b, name.substr(0, dot), true);
     if (!f) return;
     if (!explainIn(*f, name.substr(dot + 1), name))
@@ -661,14 +789,12 @@ void Session::sharding(const std::string& name) {
   if (const ir::Param* p = mod.findParam(name)) {
     ValueContext ctx{*b, mod, ""};
     std::string origin;
-    for (const auto& a : b->prog->asts)
-      for (const auto& d : a->decls)
-        if (d->kind == ast::DeclKind::Param && d->name == name && d->annot)
-          origin = " annotated at " + b->where(d->annot->loc);
+    if (const ast::Decl* d = paramDecl(*b, name); d && d->annot) origin = " annotated at " + b->where(d->annot->loc);
     out_ << name << ": " << shardingText(p->sharding) << origin << "\n";
     out_ << (p->sharding && !p->sharding->isReplicated()
                  ? "  (a param lies as declared: each device stores its block; :show " + name + " draws them)\n"
                  : "  (a param without @shard is stored whole on every device)\n");
+    out_ << groupMemberNote(*p);
     // Where a function uses it otherwise, the partitioner reshards it there.
     for (const auto& fname : b->prog->userFunctions) {
       ir::Function* f = mod.findFunction(fname);
@@ -723,7 +849,7 @@ void Session::show(const std::string& name) {
   if (!b) return;
   const ir::Module& mod = *b->prog->module;
   if (const ir::Param* p = mod.findParam(name)) {
-    out_ << showBlocks(name, p->type, p->sharding, mod, color_);
+    out_ << showBlocks(name, p->type, p->sharding, mod, color_) << groupMemberNote(*p);
     return;
   }
   auto vars = simulateHost(*b);
@@ -740,13 +866,18 @@ void Session::show(const std::string& name) {
   } else {
     for (const auto& fname : b->prog->userFunctions)
       if (ir::Function* f = mod.findFunction(fname))
-        if (!valuesNamed(*f, name).empty()) found.push_back({fname + "." + name, {f, name}});
+        if (!valuesNamed(*f, name).empty() || !loopValuesNamed(*f, name).empty())
+          found.push_back({fname + "." + name, {f, name}});
   }
   bool any = false;
   for (auto& [label, fv] : found) {
     auto c = propagated(mod, *fv.first);
     for (auto* v : valuesNamed(*c, fv.second)) {
       out_ << showBlocks(label, v->type, v->sharding, mod, color_);
+      any = true;
+    }
+    for (const auto& lv : loopValuesNamed(*c, fv.second)) {
+      out_ << showBlocks(label, lv.value->type, lv.value->sharding, mod, color_) << insideLoopNote(*b, *lv.loop);
       any = true;
     }
   }
@@ -794,7 +925,22 @@ void Session::cost(const std::string& fn) {
   const ir::Module& mod = *b->prog->module;
   auto local = perRank(mod, *f);
   passes::Cost c = passes::estimateCost(mod, *local);
-  out_ << "fn " << fn << ", per rank (np = " << mod.np << "):\n" << costTable({&c}, {""}) << machineModelLine();
+  out_ << "fn " << fn << ", per rank (np = " << mod.np << "):\n" << costTable({&c}, {""});
+  // Its loops: the totals above count each body once per iteration.
+  std::vector<const ir::Op*> loops, named;
+  collectLoops(*local, loops);
+  collectLoops(*f, named);
+  for (size_t i = 0; i < loops.size(); ++i) {
+    const ir::Op& loop = i < named.size() && loops.size() == named.size() ? *named[i] : *loops[i];
+    const int64_t trip = ir::LoopInfo(*loops[i]).trip;
+    passes::Cost one = passes::estimateCost(mod, *loops[i]->body);
+    passes::Cost all = one;
+    all.flops *= (uint64_t)trip;
+    for (auto& [k, v] : all.collectives) v.calls *= (uint64_t)trip, v.bytes *= (uint64_t)trip;
+    out_ << "inside " << loopText(*b, loop) << ", included above: per iteration x " << trip << "\n"
+         << costTable({&one, &all}, {"per iteration", "x " + std::to_string(trip)});
+  }
+  out_ << machineModelLine();
 }
 
 void Session::tryAnnotation(const std::string& args) {
@@ -821,8 +967,19 @@ void Session::tryAnnotation(const std::string& args) {
     std::string what;
   };
   std::vector<Hit> hits;
+  // A param-group member GROUP.MEMBER: its annotation gives one layer's
+  // dims (the stacked dim 0 is never split).
+  if (!fnName.empty() && b->prog->module->findParam(name))
+    for (const auto& p : b->prog->asts)
+      for (const auto& d : p->decls)
+        if (d->kind == ast::DeclKind::ParamGroup && d->name == fnName)
+          for (const auto& m : d->members)
+            if (m->name == argName)
+              hits.push_back({m.get(), m->type.get(), m->annot.get(), p->file,
+                              "param-group member " + name + " (one layer's dims)"});
   for (const auto& p : b->prog->asts)
     for (const auto& d : p->decls) {
+      if (!hits.empty()) break;
       if (fnName.empty() && d->kind == ast::DeclKind::Param && d->name == argName)
         hits.push_back({d.get(), d->type.get(), d->annot.get(), p->file, "param " + argName});
       if (d->kind == ast::DeclKind::Fn && d->name != "main" && (fnName.empty() || d->name == fnName))
@@ -900,21 +1057,22 @@ void Session::tryOnLet(Build& b, const std::string& name, const std::string& fnN
     const ast::Decl* fn;
     const ast::Stmt* let;
     int file;
+    bool inLoop;  // in the body of a `for`
   };
   std::vector<LetHit> hits;
-  std::function<void(const ast::Decl&, const ast::Block&, int)> scan = [&](const ast::Decl& d, const ast::Block& blk,
-                                                                           int file) {
-    for (const auto& st : blk) {
-      if (st->kind == ast::StmtKind::Let && st->names.size() == 1 && st->names[0] == letName && !st->exprs.empty())
-        hits.push_back({&d, st.get(), file});
-      scan(d, st->body, file);
-      scan(d, st->elseBody, file);
-    }
-  };
+  std::function<void(const ast::Decl&, const ast::Block&, int, bool)> scan =
+      [&](const ast::Decl& d, const ast::Block& blk, int file, bool inLoop) {
+        for (const auto& st : blk) {
+          if (st->kind == ast::StmtKind::Let && st->names.size() == 1 && st->names[0] == letName && !st->exprs.empty())
+            hits.push_back({&d, st.get(), file, inLoop});
+          scan(d, st->body, file, inLoop || st->kind == ast::StmtKind::For);
+          scan(d, st->elseBody, file, inLoop);
+        }
+      };
   for (const auto& p : b.prog->asts)
     for (const auto& d : p->decls)
       if (d->kind == ast::DeclKind::Fn && d->name != "main" && (fnName.empty() || d->name == fnName))
-        scan(*d, d->body, p->file);
+        scan(*d, d->body, p->file, false);
   if (hits.empty()) {
     error("no param, fn argument or let of a tensor function named '" + name + "'");
     return;
@@ -932,7 +1090,7 @@ void Session::tryOnLet(Build& b, const std::string& name, const std::string& fnN
     return;
   }
   const LetHit& h = hits[0];
-  std::string what = "value " + letName + " of fn " + h.fn->name;
+  std::string what = "value " + letName + " of fn " + h.fn->name + (h.inLoop ? " (in a loop body: every iteration)" : "");
   if (h.file != b.mainFile) {
     error(what + " is declared in " + b.sm->name(h.file) + ", an import: :try changes the session's own declarations");
     return;
@@ -986,6 +1144,7 @@ void Session::tryOnLet(Build& b, const std::string& name, const std::string& fnN
     if (f) {
       auto c = propagated(*b.prog->module, *f);
       auto vals = valuesNamed(*c, letName);
+      for (const auto& lv : loopValuesNamed(*c, letName)) vals.push_back(lv.value);
       if (!vals.empty())
         before = "propagated " + (vals[0]->sharding ? vals[0]->sharding->str() : std::string("replicated")) +
                  " (no annotation)";
