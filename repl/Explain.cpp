@@ -24,6 +24,14 @@ const ast::Decl* findDecl(const Build& b, ast::DeclKind kind, const std::string&
   for (const auto& p : b.prog->asts)
     for (const auto& d : p->decls)
       if (d->kind == kind && d->name == name) return d.get();
+  // A param-group member GROUP.MEMBER: the member's decl in its group.
+  size_t dot = name.find('.');
+  if (kind == ast::DeclKind::Param && dot != std::string::npos)
+    for (const auto& p : b.prog->asts)
+      for (const auto& d : p->decls)
+        if (d->kind == ast::DeclKind::ParamGroup && d->name == name.substr(0, dot))
+          for (const auto& m : d->members)
+            if (m->name == name.substr(dot + 1)) return m.get();
   return nullptr;
 }
 

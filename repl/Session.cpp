@@ -51,7 +51,7 @@ const std::vector<CommandInfo>& commands() {
       {"reset", "", "forget everything: an empty session"},
       {"np", "N", "recompile everything for N ranks"},
       {"type", "EXPR", "the type and sharding of EXPR, without running it"},
-      {"sharding", "NAME", "NAME's sharding and why (a param, a host variable, FN.VALUE)"},
+      {"sharding", "NAME", "NAME's sharding and why (a param or GROUP.MEMBER, a host variable, FN.VALUE)"},
       {"show", "NAME", "how NAME's blocks lie on the devices"},
       {"spmd", "FN", "the per-rank program of FN, collectives marked"},
       {"cost", "FN", "per-rank FLOPs, memory, collective bytes and an estimated time"},
