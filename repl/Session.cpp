@@ -1175,13 +1175,18 @@ void Session::plans(const std::string& name) {
   const ir::Module& mod = *b->prog->module;
   auto c = propagated(mod, *f);
   std::string vname = name.substr(dot + 1);
-  auto vals = valuesNamed(*c, vname);
+  // Values of the function, then of its loop bodies (whose plans are
+  // chosen once for every iteration, in the body on its own).
+  std::vector<std::pair<ir::Value*, const ir::Op*>> vals;
+  for (ir::Value* v : valuesNamed(*c, vname)) vals.push_back({v, nullptr});
+  for (const auto& lv : loopValuesNamed(*c, vname)) vals.push_back({lv.value, lv.loop});
   if (vals.empty()) {
     error("fn " + f->name + " has no value named '" + vname + "'");
     return;
   }
-  ValueContext ctx{*b, mod, f->name};
-  for (ir::Value* v : vals) {
+  for (auto [v, loop] : vals) {
+    ValueContext ctx{*b, mod, f->name};
+    ctx.loop = loop;
     if (!v->def) {
       out_ << name << " is an argument: no op makes it, so there is no plan to choose\n";
       continue;
@@ -1190,7 +1195,7 @@ void Session::plans(const std::string& name) {
     for (size_t i = 0; i < v->def->operands.size(); ++i)
       what += (i ? ", " : "") + valueName(ctx, *v->def->operands[i]);
     what += ")";
-    passes::OpPlans p = passes::explainPlans(mod, *c, v);
+    passes::OpPlans p = passes::explainPlans(mod, loop ? *loop->body : *c, v);
     if (!p.found) {
       out_ << name << " = " << what
            << ": no plan to choose (only matmul, einsum, sum and mean choose among plans; other ops split as "
@@ -1200,6 +1205,7 @@ void Session::plans(const std::string& name) {
     out_ << name << " = " << what << ", wanted " << (v->sharding ? v->sharding->str() : "replicated")
          << "; candidate plans, per rank (np = " << mod.np << "):\n"
          << planTable(p);
+    if (loop) out_ << insideLoopNote(*b, *loop);
   }
 }
 
