@@ -123,6 +123,7 @@ std::unique_ptr<ir::Function> perRank(const ir::Module& m, const ir::Function& f
 // Values of `f` named `name` (args first, then lets in order).
 std::vector<ir::Value*> valuesNamed(ir::Function& f, const std::string& name) {
   std::vector<ir::Value*> r;
+  if (name.empty()) return r;  // unnamed values are not found by name
   if (name == "return") return f.results;
   for (auto* a : f.args)
     if (a->name == name) r.push_back(a);
@@ -144,6 +145,7 @@ struct LoopValue {
 // enters an iteration).
 std::vector<LoopValue> loopValuesNamed(ir::Function& f, const std::string& name) {
   std::vector<LoopValue> r;
+  if (name.empty()) return r;
   for (auto& op : f.ops) {
     if (!op->body) continue;
     ir::Function& body = *op->body;
@@ -172,6 +174,27 @@ const ast::Decl* paramDecl(const Build& b, const std::string& name) {
   return nullptr;
 }
 
+// For a name of a param group itself (GROUP) or of a member it does not
+// have (GROUP.NOPE): what to say instead; "" for every other name.
+std::string groupHint(const Build& b, const std::string& name) {
+  size_t dot = name.find('.');
+  std::string group = name.substr(0, dot);
+  for (const auto& a : b.prog->asts)
+    for (const auto& d : a->decls) {
+      if (d->kind != ast::DeclKind::ParamGroup || d->name != group) continue;
+      std::string list;
+      bool has = false;
+      for (const auto& m : d->members) {
+        list += (list.empty() ? "" : ", ") + group + "." + m->name;
+        has |= dot != std::string::npos && m->name == name.substr(dot + 1);
+      }
+      if (dot == std::string::npos) return "'" + group + "' is a param group: name one of its members (" + list + ")";
+      if (!has) return "param group " + group + " has no member '" + name.substr(dot + 1) + "' (its members: " + list + ")";
+      return "";
+    }
+  return "";
+}
+
 // What a param-group member is ("" for another param).
 std::string groupMemberNote(const ir::Param& p) {
   if (p.init.stacked <= 0 || p.type.rank() < 1) return "";
@@ -179,8 +202,8 @@ std::string groupMemberNote(const ir::Param& p) {
   ir::TensorType layer = p.type;
   layer.shape.erase(layer.shape.begin());
   return "  (a member of param group " + group + ": " + std::to_string(p.type.shape[0]) + " layers of " +
-         layer.str() + " stacked as " + p.type.str() + "; dim 0, the layer, is never split, so every device holds " +
-         "its block of every layer and a loop reads layer l as " + p.name + "[l])\n";
+         layer.str() + " stacked as " + p.type.str() + "; dim 0, the layer, is never split: every device holds all " +
+         std::to_string(p.type.shape[0]) + " layers of what it stores, and a loop reads layer l as " + p.name + "[l])\n";
 }
 
 // "the loop `for l in 0..3` at FILE:L:C": how the REPL names a loop.
@@ -753,6 +776,10 @@ ir::Function* Session::userFunction(Build& b, const std::string& name, bool repo
 void Session::sharding(const std::string& name) {
   Build* b = current();
   if (!b) return;
+  if (std::string h = groupHint(*b, name); !h.empty()) {
+    error(h);
+    return;
+  }
   const ir::Module& mod = *b->prog->module;
   // FN.VALUE, or a let / argument name of some function.
   // Values of f's loop bodies are found too, each with a note that says
@@ -847,6 +874,10 @@ void Session::sharding(const std::string& name) {
 void Session::show(const std::string& name) {
   Build* b = current();
   if (!b) return;
+  if (std::string h = groupHint(*b, name); !h.empty()) {
+    error(h);
+    return;
+  }
   const ir::Module& mod = *b->prog->module;
   if (const ir::Param* p = mod.findParam(name)) {
     out_ << showBlocks(name, p->type, p->sharding, mod, color_) << groupMemberNote(*p);
@@ -953,6 +984,10 @@ void Session::tryAnnotation(const std::string& args) {
   }
   Build* b = current();
   if (!b) return;
+  if (std::string h = groupHint(*b, name); !h.empty()) {
+    error(h);
+    return;
+  }
   // Find the declaration: a param, or a function argument.
   std::string fnName, argName = name;
   if (size_t dot = name.find('.'); dot != std::string::npos) {
