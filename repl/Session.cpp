@@ -404,18 +404,27 @@ void Session::refreshNames() {
         if (d->kind == ast::DeclKind::Import || d->name == "main") continue;
         n.insert(d->name);
         for (const auto& a : d->axes) n.insert(a.name);
+        for (const auto& m : d->members) n.insert(d->name + "." + m->name);  // a param group's
         if (d->kind != ast::DeclKind::Fn) continue;
         n.insert(d->name + ".return");
         for (const auto& a : d->args) {
           n.insert(a.name);
           n.insert(d->name + "." + a.name);
         }
-        for (const auto& s : d->body)
-          if (s->kind == ast::StmtKind::Let || s->kind == ast::StmtKind::LetTuple)
-            for (const auto& x : s->names) {
-              n.insert(x);
-              n.insert(d->name + "." + x);
-            }
+        // Lets, also those in loop bodies (and the loop index).
+        std::function<void(const ast::Block&)> lets = [&](const ast::Block& blk) {
+          for (const auto& s : blk) {
+            if (s->kind == ast::StmtKind::Let || s->kind == ast::StmtKind::LetTuple ||
+                (s->kind == ast::StmtKind::For && !s->names.empty()))
+              for (const auto& x : s->kind == ast::StmtKind::For ? std::vector<std::string>{s->names[0]} : s->names) {
+                n.insert(x);
+                n.insert(d->name + "." + x);
+              }
+            lets(s->body);
+            lets(s->elseBody);
+          }
+        };
+        lets(d->body);
       }
     std::function<void(const std::vector<HostStmt>&)> walk = [&](const std::vector<HostStmt>& body) {
       for (const auto& s : body) {

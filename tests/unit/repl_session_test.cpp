@@ -164,6 +164,27 @@ TEST_CASE("repl: completion of commands, builtins and session names") {
   CHECK(c == std::vector<std::string>{":sharding", ":show", ":spmd"});
 }
 
+TEST_CASE("repl: completion of param-group members and of lets in a loop body") {
+  std::ostringstream out;
+  gsl::repl::Session s(out, false, 4, {});
+  s.handle("mesh m = [data: 2, model: 2]");
+  s.handle("param blocks[3] {\n  w: f32[16, 16] @shard(m, [_, model]) = glorot\n  g: f32[16] = ones\n}");
+  s.handle("fn net(x: f32[8, 16]) -> f32 {\n  let h = x\n  for l in 0..3 {\n    let u = relu(h @ blocks.w[l])\n"
+           "    h = u @ transpose(blocks.w[l]) * blocks.g[l]\n  }\n  return sum(h)\n}");
+  INFO(out.str());
+  REQUIRE(out.str().find("error") == std::string::npos);
+  size_t start = 0;
+  auto c = s.complete(":show blocks.", start);
+  CHECK(c == std::vector<std::string>{"blocks.g", "blocks.w"});
+  c = s.complete(":sharding net.", start);
+  CHECK(c == std::vector<std::string>{"net.h", "net.l", "net.return", "net.u", "net.x"});
+  // The value the completion offers is found, inside its loop.
+  out.str("");
+  s.handle(":sharding net.u");
+  CHECK(out.str().find("net.u: @shard(m, [_, model])") != std::string::npos);
+  CHECK(out.str().find("inside the loop over l (3 iterations") != std::string::npos);
+}
+
 TEST_CASE("repl: -D applies to a const once it is declared, and names no const before") {
   std::ostringstream out;
   gsl::repl::Session s(out, false, 4, {{"K", 5}, {"UNUSED", 1}});
