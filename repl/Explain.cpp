@@ -123,6 +123,18 @@ bool sameLayout(const std::optional<Sharding>& a, const std::optional<Sharding>&
 }
 
 namespace {
+// The context of the code around c's loop (its enclosing loop's body, or
+// the function).
+ValueContext outerOf(const ValueContext& c) {
+  ValueContext o = c;
+  o.loop = nullptr;
+  if (!o.enclosing.empty()) {
+    o.loop = o.enclosing.back();
+    o.enclosing.pop_back();
+  }
+  return o;
+}
+
 // Whether `v` is an argument of the body of the loop `c` explains.
 bool isBodyArg(const ValueContext& c, const Value& v) {
   return c.loop && c.loop->body && v.argIndex >= 0 && v.argIndex < (int)c.loop->body->args.size() &&
@@ -134,9 +146,7 @@ std::string valueName(const ValueContext& c, const Value& v) {
   if (!v.name.empty()) return v.name;
   // A loop input without a name of its own: named after what the loop reads.
   if (isBodyArg(c, v) && v.argIndex >= 1 && v.argIndex - 1 < (int)c.loop->operands.size()) {
-    ValueContext outer = c;
-    outer.loop = nullptr;
-    return valueName(outer, *c.loop->operands[v.argIndex - 1]);
+    return valueName(outerOf(c), *c.loop->operands[v.argIndex - 1]);
   }
   // A layer of a stacked value read in a loop body: "blocks.w[l]".
   if (c.loop && v.def && v.def->kind == OpKind::DynamicIndex && v.def->operands.size() == 2)
@@ -178,8 +188,7 @@ std::string shardingOrigin(const ValueContext& c, const Value& v) {
     for (size_t j = 0; j < info.carried && j < c.loop->body->results.size(); ++j)
       if (c.loop->body->results[j] == &v) carried = (int)j;
     if (carried >= 0) {
-      ValueContext outer = c;
-      outer.loop = nullptr;
+      ValueContext outer = outerOf(c);
       const Value& init = *c.loop->operands[carried];
       std::string o = shardingOrigin(outer, init);
       return "(carried by the loop, the same sharding in every iteration; it enters the loop as " +

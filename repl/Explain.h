@@ -24,6 +24,7 @@ struct ValueContext {
   std::string hostVar;  // the host variable being explained (a thunk's result)
   // Set when the values are in this loop's body (propagated in place).
   const ir::Op* loop = nullptr;
+  std::vector<const ir::Op*> enclosing;  // the loops around `loop`, outermost first
 };
 
 // The value's name: its let or argument name, a param's name, else %id.

@@ -136,14 +136,16 @@ std::vector<ir::Value*> valuesNamed(ir::Function& f, const std::string& name) {
 // `for`, a carried name reassigned there), with the loop it is in.
 struct LoopValue {
   ir::Value* value;
-  const ir::Op* loop;  // the innermost loop op holding it
+  const ir::Op* loop;                    // the innermost loop op holding it
+  std::vector<const ir::Op*> enclosing;  // the loops around that one, outermost first
 };
 
 // Values named `name` in the bodies of `f`'s loops (recursively, outer
 // loops first). In a body, the values its statements define; only when
 // none has the name, its arguments (the loop index, a carried value as it
 // enters an iteration).
-std::vector<LoopValue> loopValuesNamed(ir::Function& f, const std::string& name) {
+std::vector<LoopValue> loopValuesNamed(ir::Function& f, const std::string& name,
+                                       const std::vector<const ir::Op*>& enclosing = {}) {
   std::vector<LoopValue> r;
   if (name.empty()) return r;
   for (auto& op : f.ops) {
@@ -151,11 +153,13 @@ std::vector<LoopValue> loopValuesNamed(ir::Function& f, const std::string& name)
     ir::Function& body = *op->body;
     size_t before = r.size();
     for (auto& bop : body.ops)
-      if (bop->result->name == name) r.push_back({bop->result, op.get()});
+      if (bop->result->name == name) r.push_back({bop->result, op.get(), enclosing});
     if (r.size() == before)
       for (auto* a : body.args)
-        if (a->name == name) r.push_back({a, op.get()});
-    for (auto& inner : loopValuesNamed(body, name)) r.push_back(inner);
+        if (a->name == name) r.push_back({a, op.get(), enclosing});
+    std::vector<const ir::Op*> inside = enclosing;
+    inside.push_back(op.get());
+    for (auto& inner : loopValuesNamed(body, name, inside)) r.push_back(inner);
   }
   return r;
 }
@@ -810,6 +814,7 @@ void Session::sharding(const std::string& name) {
       }
       ValueContext lc = ctx;
       lc.loop = lv.loop;
+      lc.enclosing = lv.enclosing;
       out_ << explainSharding(lc, *lv.value, tagged()) << insideLoopNote(*b, *lv.loop);
     }
     return n > 0;
@@ -970,14 +975,31 @@ void Session::cost(const std::string& fn) {
   std::vector<const ir::Op*> loops, named;
   collectLoops(*local, loops);
   collectLoops(*f, named);
+  std::map<const ir::Op*, const ir::Op*> parentOf;  // a loop in a loop body -> that loop
+  std::function<void(const ir::Function&, const ir::Op*)> parents = [&](const ir::Function& g, const ir::Op* p) {
+    for (const auto& op : g.ops)
+      if (op->body) {
+        parentOf[op.get()] = p;
+        parents(*op->body, op.get());
+      }
+  };
+  parents(*local, nullptr);
+  auto nameOf = [&](size_t i) -> const ir::Op& {
+    return i < named.size() && loops.size() == named.size() ? *named[i] : *loops[i];
+  };
   for (size_t i = 0; i < loops.size(); ++i) {
-    const ir::Op& loop = i < named.size() && loops.size() == named.size() ? *named[i] : *loops[i];
+    const ir::Op& loop = nameOf(i);
+    std::string where = "included above";
+    if (const ir::Op* p = parentOf[loops[i]]) {
+      size_t pi = std::find(loops.begin(), loops.end(), p) - loops.begin();
+      where = "included in each iteration of " + loopText(*b, nameOf(pi));
+    }
     const int64_t trip = ir::LoopInfo(*loops[i]).trip;
     passes::Cost one = passes::estimateCost(mod, *loops[i]->body);
     passes::Cost all = one;
     all.flops *= (uint64_t)trip;
     for (auto& [k, v] : all.collectives) v.calls *= (uint64_t)trip, v.bytes *= (uint64_t)trip;
-    out_ << "inside " << loopText(*b, loop) << ", included above: per iteration x " << trip << "\n"
+    out_ << "inside " << loopText(*b, loop) << ", " << where << ": per iteration x " << trip << "\n"
          << costTable({&one, &all}, {"per iteration", "x " + std::to_string(trip)});
   }
   out_ << machineModelLine();
@@ -1223,14 +1245,21 @@ void Session::plans(const std::string& name) {
   // chosen once for every iteration, in the body on its own).
   std::vector<std::pair<ir::Value*, const ir::Op*>> vals;
   for (ir::Value* v : valuesNamed(*c, vname)) vals.push_back({v, nullptr});
-  for (const auto& lv : loopValuesNamed(*c, vname)) vals.push_back({lv.value, lv.loop});
+  std::vector<std::vector<const ir::Op*>> around = {};
+  for (size_t i = 0; i < vals.size(); ++i) around.push_back({});
+  for (const auto& lv : loopValuesNamed(*c, vname)) {
+    vals.push_back({lv.value, lv.loop});
+    around.push_back(lv.enclosing);
+  }
   if (vals.empty()) {
     error("fn " + f->name + " has no value named '" + vname + "'");
     return;
   }
-  for (auto [v, loop] : vals) {
+  for (size_t k = 0; k < vals.size(); ++k) {
+    auto [v, loop] = vals[k];
     ValueContext ctx{*b, mod, f->name};
     ctx.loop = loop;
+    ctx.enclosing = around[k];
     if (!v->def) {
       out_ << name << " is an argument: no op makes it, so there is no plan to choose\n";
       continue;
