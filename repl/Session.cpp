@@ -941,23 +941,37 @@ void Session::spmd(const std::string& fn) {
   // The collectives, from the ops; their lines of the printed program are
   // marked by the values they define.
   std::string text = ir::printFunction(*local);  // numbers the values
-  std::map<std::string, int> count;
+  // Collectives in loop bodies (at any depth) are marked too and counted
+  // apart: they run once per iteration.
+  std::map<std::string, int> count, inLoops;
   std::set<std::string> marked;
-  for (const auto& op : local->ops)
-    if (op->info().volume) {  // the collectives that communicate (op table)
-      ++count[op->info().mnemonic];
-      marked.insert("  %" + std::to_string(op->result->id) + " = ");
+  std::function<void(const ir::Function&, bool)> mark = [&](const ir::Function& g, bool inLoop) {
+    for (const auto& op : g.ops) {
+      if (op->info().volume) {  // the collectives that communicate (op table)
+        ++(inLoop ? inLoops : count)[op->info().mnemonic];
+        marked.insert("%" + std::to_string(op->result->id) + " = ");
+      }
+      if (op->body) mark(*op->body, true);
     }
+  };
+  mark(*local, false);
   std::istringstream lines(text);
   for (std::string l; std::getline(lines, l);) {
-    bool coll = marked.count(l.substr(0, l.find(" = ") == std::string::npos ? 0 : l.find(" = ") + 3)) > 0;
+    size_t st = l.find_first_not_of(' '), eq = l.find(" = ");
+    bool coll = st != std::string::npos && eq != std::string::npos && eq > st &&
+                marked.count(l.substr(st, eq + 3 - st)) > 0;
     if (color_) out_ << (coll ? paint(l, "1;33") : l) << "\n";
     else out_ << (coll ? ">> " : "   ") << l << "\n";
   }
-  if (count.empty()) out_ << "# no collectives: every rank computes on its own blocks\n";
+  if (count.empty() && inLoops.empty()) out_ << "# no collectives: every rank computes on its own blocks\n";
   else {
     out_ << "# collectives:";
     for (const auto& [k, n] : count) out_ << " " << n << " " << k;
+    if (!inLoops.empty()) {
+      out_ << (count.empty() ? "" : ";") << " in loop bodies, each iteration:";
+      for (const auto& [k, n] : inLoops) out_ << " " << n << " " << k;
+      out_ << " (:cost counts them per iteration x trip count)";
+    }
     out_ << "\n";
   }
 }
