@@ -348,7 +348,10 @@ void Sema::lowerHostStmt(const ast::Stmt& s, std::vector<HostStmt>& out) {
         if (!makeThunk(x, h.value, std::nullopt, true)) return;
         break;
       }
-      err(s.loc, "the value of this expression is unused (bind it with let, or print it)");
+      if (isUnknownCallee(x))
+        err(x.loc, unknownFunctionMessage(x.text));
+      else
+        err(s.loc, "the value of this expression is unused (bind it with let, or print it)");
       return;
     }
   }

@@ -288,13 +288,27 @@ EV Sema::lowerCall(Ctx& c, const ast::Expr& e) {
     err(c, e.loc, "'" + name + "' is a " + ast::declKindName(g->second.kind) + ", not a function");
     return {};
   }
+  err(c, e.loc, unknownFunctionMessage(name));
+  return {};
+}
+
+// A call whose name is no function, builtin, initializer or declaration:
+// lowerCall reports it, and so do the statement positions (where it would
+// otherwise be "the value of this expression is unused").
+bool Sema::isUnknownCallee(const ast::Expr& e) const {
+  if (e.kind != ast::ExprKind::Call) return false;
+  const std::string& name = e.text;
+  if (auto hb = hostBuiltin(name); hb && *hb != HostBuiltin::Load) return false;
+  return !fns_.count(name) && !lookupBuiltin(name) && !kInitializers.count(name) && !globals_.count(name);
+}
+
+std::string Sema::unknownFunctionMessage(const std::string& name) const {
   std::vector<std::string> cands;
   for (auto& [k, f] : fns_) cands.push_back(k);
   for (auto& o : allOps())
     if (o.builtin) cands.push_back(o.builtin);
   for (const auto& h : hostBuiltinNames()) cands.push_back(h);
-  err(c, e.loc, "unknown function '" + name + "'" + suggest(name, cands));
-  return {};
+  return "unknown function '" + name + "'" + suggest(name, cands);
 }
 
 std::string Sema::argList(const OpInfo& op) {

@@ -373,6 +373,8 @@ bool Sema::lowerLoopStmt(Ctx& c, const ast::Stmt& s) {
       auto hb = x.kind == ast::ExprKind::Call ? hostBuiltin(x.text) : std::nullopt;
       if (hb == HostBuiltin::Print || hb == HostBuiltin::Save)
         err(c, s.loc, x.text + "(...) is only allowed in fn main");
+      else if (isUnknownCallee(x))
+        err(c, x.loc, unknownFunctionMessage(x.text));
       else
         err(c, s.loc, "the value of this expression is unused (bind it with let or assign it)");
       return false;

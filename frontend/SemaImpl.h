@@ -195,6 +195,8 @@ class Sema {
   std::optional<Sharding> checkSharding(const ast::ShardAnnot& a, const TensorType& t);
 
   // ---------------------------------------------- LowerExpr.cpp: expressions and builtins
+  bool isUnknownCallee(const ast::Expr& e) const;
+  std::string unknownFunctionMessage(const std::string& name) const;
   Value* materialize(Ctx& c, const EV& e, DType dt, SourceLoc l);
   DType defaultDType(const EV& e);
   EV emit(Ctx& c, OpKind k, std::vector<Value*> operands, AttrMap at, SourceLoc l,
