@@ -42,6 +42,14 @@ std::optional<Num> Sema::constEval(const ast::Expr& e) {
       auto a = constEval(*e.elems[0]);
       auto b = a ? constEval(*e.elems[1]) : std::nullopt;
       if (!a || !b) return std::nullopt;
+      // An inexact division that involves NP is usually a mesh that needs
+      // another -np (`NP / 2` at -np 1): say so.
+      if (e.text == "/" && a->isInt && b->isInt && b->i != 0 && b->i != -1 && a->i % b->i != 0 && dependsOnNP(e)) {
+        err(e.loc, std::to_string(a->i) + " / " + std::to_string(b->i) +
+                       " is not exact (const division must divide evenly; NP = " + std::to_string(opts_.np) +
+                       ", the number of ranks given by -np)");
+        return std::nullopt;
+      }
       return foldBinary(e.text, *a, *b, e.loc, true);
     }
     case ast::ExprKind::Call: {
@@ -67,6 +75,15 @@ std::optional<Num> Sema::constEval(const ast::Expr& e) {
   }
   err(e.loc, "expected a compile-time constant expression");
   return std::nullopt;
+}
+
+bool Sema::dependsOnNP(const ast::Expr& e) const {
+  if (e.kind == ast::ExprKind::Name && (e.text == "NP" || npConsts_.count(e.text))) return true;
+  for (const auto& x : e.elems)
+    if (x && dependsOnNP(*x)) return true;
+  for (const auto& a : e.args)
+    if (a.value && dependsOnNP(*a.value)) return true;
+  return false;
 }
 
 std::vector<std::string> Sema::constNames() const {

@@ -180,7 +180,10 @@ void Sema::declConst(const ast::Decl& d) {
   }
   // Integer or float (`const LR = 0.001`); a float const used where an
   // integer is needed (a dimension, a loop bound) is refused there.
-  if (auto v = constEval(*d.value)) consts_[d.name] = *v;
+  if (auto v = constEval(*d.value)) {
+    consts_[d.name] = *v;
+    if (dependsOnNP(*d.value)) npConsts_.insert(d.name);
+  }
 }
 
 void Sema::declMesh(const ast::Decl& d) {

@@ -95,6 +95,7 @@ class Sema {
   std::map<std::string, Global> globals_;
   int rootFile_ = -1;  // the program's own file (imports are other files)
   std::map<std::string, Num> consts_;  // integer or float
+  std::set<std::string> npConsts_;     // consts whose value depends on NP (-np)
 
   struct FnInfo {
     const ast::Decl* decl = nullptr;
@@ -189,6 +190,7 @@ class Sema {
   // ---------------------------------------------- ConstEval.cpp: compile-time values
   std::optional<Num> constEval(const ast::Expr& e);
   std::vector<std::string> constNames() const;
+  bool dependsOnNP(const ast::Expr& e) const;
   std::optional<Num> foldBinary(const std::string& op, Num a, Num b, SourceLoc l, bool exactDiv);
   std::optional<int64_t> evalInt(const ast::Expr& e, const std::string& what);
   std::optional<TensorType> lowerType(const ast::TypeExpr& t);
