@@ -29,6 +29,8 @@ std::vector<std::string> defaultImportPath() {
   return p;
 }
 
+constexpr uintmax_t kMaxSourceBytes = uintmax_t(16) << 20;
+
 static bool readText(const std::string& path, std::string& out, std::string& why) {
   std::error_code ec;
   if (!fs::exists(path, ec)) {
@@ -39,6 +41,16 @@ static bool readText(const std::string& path, std::string& out, std::string& why
     why = "is a directory";
     return false;
   }
+  // /dev/zero or a FIFO would be read forever, a huge file into memory.
+  if (!fs::is_regular_file(path, ec)) {
+    why = "is not a regular file";
+    return false;
+  }
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec || size > kMaxSourceBytes) {
+    why = ec ? "cannot be read" : "is larger than 16 MiB, the limit for a source file";
+    return false;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     why = "cannot be read";
@@ -47,6 +59,10 @@ static bool readText(const std::string& path, std::string& out, std::string& why
   std::ostringstream ss;
   ss << in.rdbuf();
   out = ss.str();
+  if (out.size() > kMaxSourceBytes) {  // grew while being read
+    why = "is larger than 16 MiB, the limit for a source file";
+    return false;
+  }
   return true;
 }
 

@@ -439,6 +439,8 @@ int main(int argc, char** argv) {
   }
   if (*check) {
     auto prog = build(checkC, sm, diags, rc);
+    // One line on success, so a clean check is visibly a check that ran.
+    if (prog) std::cout << checkC.file << ": ok at -np " << checkC.np << " (no errors)\n";
     return rc;
   }
   if (*compile) {
