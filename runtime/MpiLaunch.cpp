@@ -14,6 +14,7 @@
 #include <cstring>
 #include <iostream>
 #include <regex>
+#include <set>
 
 namespace gsl::runtime {
 
@@ -211,9 +212,26 @@ int launchUnderMpirun(const std::string& gslExe, const std::vector<std::string>&
   std::string deadRank, deadHost, deadSignal, deadName;
   bool sawInterrupted = false;
   std::string pending;
+  // Every rank reports a run-time error that every rank hits (a missing
+  // file, a bad value): the user sees it once. A repeated error line is
+  // dropped with the source line, caret and notes that follow it, and so is
+  // a second "gsl: rank N failed:" line with the same reason.
+  std::set<std::string> errorsShown, failuresShown;  // error lines; the why of "gsl: rank N failed: why"
+  bool droppingRepeat = false;
   auto handleLine = [&](const std::string& line) {
     if (line.rfind("mpirun: Forwarding signal", 0) == 0) return;
     if (line == "gsl: interrupted") sawInterrupted = true;
+    static const std::regex rankFailed(R"(^gsl: rank \d+ failed: (.*)$)");
+    std::smatch f;
+    if (std::regex_match(line, f, rankFailed) && !failuresShown.insert(f[1]).second) return;
+    if (line.find("error: ") != std::string::npos) {
+      droppingRepeat = !errorsShown.insert(line).second;
+      if (droppingRepeat) return;
+    } else if (droppingRepeat && (line.rfind(" ", 0) == 0 || line.find(": note: ") != std::string::npos)) {
+      return;
+    } else {
+      droppingRepeat = false;
+    }
     std::smatch m;
     if (deadRank.empty() && std::regex_search(line, m, killed)) {
       deadRank = m[1];
