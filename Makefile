@@ -43,9 +43,14 @@ build: configure
 # Runs the main example in build/run/: the GShard MoE Transformer on 8 ranks
 # (threads); it writes its checkpoint moe.safetensors there.
 # `make run EXAMPLE=examples/mlp.gsl EXAMPLE_NP=2` runs another one.
-run: build
+# The build's output goes to $(BUILD)/build.log (its end is shown if it fails).
+run: configure
+	@echo "building gsl (log: $(BUILD)/build.log)"
+	@cmake --build $(BUILD) --target gsl -j $(JOBS) >$(BUILD)/build.log 2>&1 || \
+	  { tail -n 40 $(BUILD)/build.log; echo "make run: the build failed (log: $(BUILD)/build.log)"; exit 1; }
 	@mkdir -p $(BUILD)/run
-	cd $(BUILD)/run && ../gsl run ../../$(EXAMPLE) -np $(EXAMPLE_NP)
+	@echo "gsl run $(EXAMPLE) -np $(EXAMPLE_NP)"
+	@cd $(BUILD)/run && ../gsl run ../../$(EXAMPLE) -np $(EXAMPLE_NP)
 
 test: build fuzz-build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
