@@ -506,6 +506,7 @@ class RankRunner : public HostWalker<HostValue> {
     } catch (const CheckpointError& e) {
       fail(s.loc, e.what());
     }
+    if (opts_.lastCheckpoint) *opts_.lastCheckpoint = s.path;
   }
 
   // load_checkpoint(path): every param of the program from the checkpoint

@@ -50,6 +50,9 @@ struct RunOptions {
   std::string tracePath;           // --trace: a Chrome/Perfetto trace of the run (runtime/Trace.h)
   bool progress = true;            // the training progress line (stderr, rank 0)
   double* commSeconds = nullptr;   // if set: rank 0's time in collectives (benchmarks)
+  // If set: the path of the last checkpoint save_checkpoint wrote (rank 0
+  // of this process), for the message on Ctrl-C; empty if none was written.
+  std::string* lastCheckpoint = nullptr;
   // --max-memory: the most memory one rank may need, in bytes (0: no
   // check). `maxMemorySource` says where the figure came from, for the
   // message ("--max-memory 8G", "the available memory ... over 4 ranks").

@@ -408,6 +408,8 @@ int main(int argc, char** argv) {
       if (const char* v = std::getenv("GSL_CACHE_VERSION")) cc.version = v;
       gsl::backend::setCompileCacheConfig(cc);
     }
+    std::string lastCheckpoint;
+    ro.lastCheckpoint = &lastCheckpoint;
     if (!underMpirun) gsl::installInterruptHandler(SIGINT, "gsl: interrupted\n", 130);
     gsl::Diagnostics rdiags(sm);
     bool ok = false;
@@ -420,6 +422,16 @@ int main(int argc, char** argv) {
       bool rank0 = !underMpirun || std::getenv("OMPI_COMM_WORLD_RANK") == nullptr ||
                    std::string(std::getenv("OMPI_COMM_WORLD_RANK")) == "0";
       if (rank0) std::cerr << "gsl: interrupted" << std::endl;
+      // A training run: where to --resume from, or that there is nothing.
+      if (rank0 && !prog->module->optimizers.empty()) {
+        if (lastCheckpoint.empty())
+          std::cerr << "gsl: note: no checkpoint was written (save_checkpoint(path) in the training loop "
+                       "writes one to --resume from)"
+                    << std::endl;
+        else
+          std::cerr << "gsl: note: the last checkpoint written is " << lastCheckpoint << " (--resume "
+                    << lastCheckpoint << " continues from it)" << std::endl;
+      }
       return underMpirun && gsl::runtime::underGslLauncher() ? 0 : 130;
     }
     rdiags.print(std::cerr);
