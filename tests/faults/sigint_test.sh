@@ -1,6 +1,7 @@
 #!/bin/sh
-# SIGINT (Ctrl-C) stops `gsl run` cleanly: exit status 130, the one line
-# "gsl: interrupted", no hang, no temp file left, and the checkpoint on
+# SIGINT (Ctrl-C) stops `gsl run` cleanly: exit status 130, the line
+# "gsl: interrupted" and a note naming the last checkpoint, no hang, no
+# temp file left, and the checkpoint on
 # disk complete (it resumes). Twice: between training steps, and while a
 # checkpoint is being written (the TEST-ONLY hook
 # GSL_TEST_FAULT=checkpoint_pause_ms holds the write open with its temp
@@ -33,9 +34,11 @@ wait_for() {
   done
 }
 
-# Sends SIGINT to the run; it must end within 10 s with status 130 and
-# exactly one line "gsl: interrupted" on stderr.
+# Sends SIGINT to the run; it must end within 10 s with status 130 and on
+# stderr the line "gsl: interrupted", then the note on the last checkpoint
+# (train.gsl trains), the extended regex NOTE (default: either note).
 interrupt() {
+  note=${1:-'^gsl: note: (the last checkpoint written is ck\.safetensors \(--resume ck\.safetensors continues from it\)|this run wrote no checkpoint \(.*\))$'}
   start=$(date +%s.%N)
   kill -INT "$gsl_pid"
   i=0
@@ -46,8 +49,9 @@ interrupt() {
   gsl_pid=""
   elapsed=$(echo "$(date +%s.%N) - $start" | bc)
   [ "$rc" = 130 ] || fail "exit status $rc after SIGINT, expected 130"
-  [ "$(grep -c . err.txt)" = 1 ] && grep -qx "gsl: interrupted" err.txt \
-    || fail "stderr is not the one line 'gsl: interrupted'"
+  [ "$(grep -c . err.txt)" = 2 ] && [ "$(head -n1 err.txt)" = "gsl: interrupted" ] &&
+    tail -n1 err.txt | grep -Eq "$note" \
+    || fail "stderr is not 'gsl: interrupted' and the checkpoint note /$note/"
   if ls | grep -q '\.tmp\.'; then ls -la; fail "a temp file was left behind"; fi
   echo "stopped ${elapsed}s after SIGINT, exit status 130"
 }
@@ -62,7 +66,7 @@ resumes() {
 "$GSL" run "$HERE/train.gsl" $MODE -np 2 --no-progress > out.txt 2> err.txt &
 gsl_pid=$!
 wait_for 'grep -q "^saved 10 " out.txt'
-interrupt
+interrupt '^gsl: note: the last checkpoint written is ck\.safetensors \(--resume ck\.safetensors continues from it\)$'
 resumes
 echo "1. between steps: ok ($(tail -n1 out.txt))"
 

@@ -425,7 +425,7 @@ int main(int argc, char** argv) {
       // A training run: where to --resume from, or that there is nothing.
       if (rank0 && !prog->module->optimizers.empty()) {
         if (lastCheckpoint.empty())
-          std::cerr << "gsl: note: no checkpoint was written (save_checkpoint(path) in the training loop "
+          std::cerr << "gsl: note: this run wrote no checkpoint (save_checkpoint(path) in the training loop "
                        "writes one to --resume from)"
                     << std::endl;
         else
