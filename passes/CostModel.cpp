@@ -49,10 +49,13 @@ Cost estimateCost(const Module& m, const Function& f) {
     const Op& op = *f.ops[i];
     c.flops += opFlops(op);  // 0 for a loop
     if (op.body) {
-      // A loop: its body's flops and collectives once per iteration; its
-      // body's peak (which counts the body's arguments again: an upper
-      // bound) on top of the values live here and the loop's results.
+      // A loop: its body's flops and collectives once per iteration; what
+      // its body holds beyond its arguments (they are the loop's operands,
+      // already live here or params) on top of the values live here and the
+      // loop's results.
       const Cost b = estimateCost(m, *op.body);
+      uint64_t bodyArgs = 0;
+      for (const Value* a : op.body->args) bodyArgs += bytesOf(a->type);
       const uint64_t trip = (uint64_t)op.attrs.getInt("trip");
       c.flops += b.flops * trip;
       for (const auto& [k, v] : b.collectives) {
@@ -60,7 +63,7 @@ Cost estimateCost(const Module& m, const Function& f) {
         c.collectives[k].bytes += v.bytes * trip;
       }
       for (const Value* r : op.results) live += bytesOf(r->type);
-      c.peakActivationBytes = std::max(c.peakActivationBytes, live + b.peakActivationBytes);
+      c.peakActivationBytes = std::max(c.peakActivationBytes, live + (b.peakActivationBytes - bodyArgs));
     } else if (op.kind == OpKind::Param) {
       if (params.insert(op.attrs.getString("name")).second) c.paramBytes += bytesOf(op.result->type);
     } else {
