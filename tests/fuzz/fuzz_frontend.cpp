@@ -27,9 +27,8 @@
 // Bounds, so that every input takes well under libFuzzer's -timeout: the
 // front end's limit on a program's ops (frontend::Options::maxOps, 250,000
 // for the CLI) is kMaxOps here, and LLVM IR is generated only for per-rank
-// programs of at most kCodegenMaxOps ops. examples/gshard_600b.gsl (9,371
-// ops) is thus a "too large" user error here; examples/moe.gsl (1,624 ops)
-// goes all the way. Nothing here allocates tensor data.
+// programs of at most kCodegenMaxOps ops: a larger program is a "too large"
+// user error here. Nothing here allocates tensor data.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
