@@ -1157,11 +1157,11 @@ void Session::tryOnLet(Build& b, const std::string& name, const std::string& fnN
     error("no param, fn argument or let of a tensor function named '" + name + "'");
     return;
   }
-  std::set<const ast::Decl*> fns;
-  for (const auto& h : hits) fns.insert(h.fn);
+  std::set<std::string> fns;  // by name: the list reads the same in every run
+  for (const auto& h : hits) fns.insert(h.fn->name);
   if (fns.size() > 1) {
     std::string l;
-    for (const auto* f : fns) l += (l.empty() ? "" : ", ") + f->name + "." + letName;
+    for (const auto& f : fns) l += (l.empty() ? "" : ", ") + f + "." + letName;
     error("'" + name + "' is a let of several functions: say which (" + l + ")");
     return;
   }
