@@ -311,6 +311,17 @@ std::string Sema::unknownFunctionMessage(const std::string& name) const {
   return "unknown function '" + name + "'" + suggest(name, cands);
 }
 
+void Sema::reportExprStatement(Ctx& c, const ast::Stmt& s, const char* use) {
+  const ast::Expr& x = *s.exprs[0];
+  auto hb = x.kind == ast::ExprKind::Call ? hostBuiltin(x.text) : std::nullopt;
+  if (hb == HostBuiltin::Print || hb == HostBuiltin::Save)
+    err(c, s.loc, x.text + "(...) is only allowed in fn main");
+  else if (isUnknownCallee(x))
+    err(c, x.loc, unknownFunctionMessage(x.text));
+  else
+    err(c, s.loc, std::string("the value of this expression is unused (bind it with let or ") + use + ")");
+}
+
 std::string Sema::argList(const OpInfo& op) {
   std::string r;
   for (auto& a : op.args) r += std::string(r.empty() ? "" : ", ") + a.name;

@@ -224,14 +224,7 @@ bool Sema::lowerFnBody(Ctx& c, const ast::Decl& d, FnInfo& f, std::vector<Value*
         ok = false;
         break;
       case ast::StmtKind::Expr: {
-        const ast::Expr& x = *s.exprs[0];
-        auto hb = x.kind == ast::ExprKind::Call ? hostBuiltin(x.text) : std::nullopt;
-        if (hb == HostBuiltin::Print || hb == HostBuiltin::Save)
-          err(c, s.loc, x.text + "(...) is only allowed in fn main");
-        else if (isUnknownCallee(x))
-          err(c, x.loc, unknownFunctionMessage(x.text));
-        else
-          err(c, s.loc, "the value of this expression is unused (bind it with let or return it)");
+        reportExprStatement(c, s, "return it");
         ok = false;
         break;
       }

@@ -369,14 +369,7 @@ bool Sema::lowerLoopStmt(Ctx& c, const ast::Stmt& s) {
       err(c, s.loc, "'if' is only allowed in fn main (tensor functions have no branches; use where(...) to select)");
       return false;
     case ast::StmtKind::Expr: {
-      const ast::Expr& x = *s.exprs[0];
-      auto hb = x.kind == ast::ExprKind::Call ? hostBuiltin(x.text) : std::nullopt;
-      if (hb == HostBuiltin::Print || hb == HostBuiltin::Save)
-        err(c, s.loc, x.text + "(...) is only allowed in fn main");
-      else if (isUnknownCallee(x))
-        err(c, x.loc, unknownFunctionMessage(x.text));
-      else
-        err(c, s.loc, "the value of this expression is unused (bind it with let or assign it)");
+      reportExprStatement(c, s, "assign it");
       return false;
     }
   }

@@ -199,6 +199,9 @@ class Sema {
   // ---------------------------------------------- LowerExpr.cpp: expressions and builtins
   bool isUnknownCallee(const ast::Expr& e) const;
   std::string unknownFunctionMessage(const std::string& name) const;
+  // An expression statement in a tensor function or loop body (its value
+  // unused): the one diagnostic for it; `use` says how to keep the value.
+  void reportExprStatement(Ctx& c, const ast::Stmt& s, const char* use);
   Value* materialize(Ctx& c, const EV& e, DType dt, SourceLoc l);
   DType defaultDType(const EV& e);
   EV emit(Ctx& c, OpKind k, std::vector<Value*> operands, AttrMap at, SourceLoc l,
