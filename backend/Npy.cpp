@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string_view>
 
@@ -322,6 +323,49 @@ Tensor readNpy(const std::string& path, bool convertWide) {
     std::memcpy(t.raw(), src, (size_t)bytes);
   }
   return t;
+}
+
+NpyLayout readNpyLayout(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) fail(path, "no such file");
+    fail(path, std::string("cannot read: ") + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) fail(path, "is a directory");
+  if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) fail(path, std::string("cannot read: ") + std::strerror(errno));
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(f, std::fclose);
+  // The preamble (magic, version, header length), then the header alone.
+  std::string pre(12, '\0');
+  size_t got = std::fread(pre.data(), 1, pre.size(), f);
+  pre.resize(got);
+  static const char kMagic[] = "\x93NUMPY";
+  if (pre.size() < 6 || pre.compare(0, 6, kMagic, 6) != 0) fail(path, "not a .npy file (bad magic)");
+  int major = pre.size() > 6 ? (unsigned char)pre[6] : 0;
+  size_t lenBytes = major == 1 ? 2 : 4;
+  if (pre.size() < 8 + lenBytes) fail(path, "truncated: the file ends inside the .npy preamble");
+  if (major < 1 || major > 3)
+    fail(path, "unsupported .npy format version " + std::to_string(major) + "." +
+                   std::to_string((unsigned char)pre[7]) + " (GSL reads 1.0, 2.0 and 3.0)");
+  uint64_t headerStart = 8 + lenBytes, fileSize = (uint64_t)st.st_size;
+  uint64_t headerLen = readLE(pre, 8, (int)lenBytes);
+  if (headerLen > fileSize - headerStart)
+    fail(path, "header length " + std::to_string(headerLen) + " is larger than the file");
+  std::string header((size_t)headerLen, '\0');
+  bool ok = std::fseek(f, (long)headerStart, SEEK_SET) == 0 &&
+            std::fread(header.data(), 1, header.size(), f) == header.size();
+  if (!ok) fail(path, "cannot read its header");
+  Header h = parseHeader(path, header);
+  if (h.fortran) fail(path, "Fortran-order arrays are not supported");
+  uint64_t n = 1;
+  for (int64_t d : h.shape) {
+    if (d < 0) fail(path, "malformed header: negative dimension in shape " + shapeText(h.shape));
+    if (d != 0 && n > (uint64_t)std::numeric_limits<int64_t>::max() / 8 / (uint64_t)d)
+      fail(path, "shape " + shapeText(h.shape) + " is too large (its byte size overflows 64 bits)");
+    n *= (uint64_t)d;
+  }
+  return {h.descr, h.shape, n, headerStart + headerLen, fileSize - headerStart - headerLen};
 }
 
 void writeNpy(const std::string& path, const Tensor& t) {

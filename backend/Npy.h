@@ -6,6 +6,7 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "backend/Tensor.h"
 
@@ -20,6 +21,22 @@ struct NpyError : std::runtime_error {
 // rounded to f32 and int64 ('<i8') to i32; a finite value beyond f32's
 // range or an integer outside i32's is an error naming its flat index.
 Tensor readNpy(const std::string& path, bool convertWide = false);
+// The layout of a .npy file without its data, for reading it in parts
+// (runtime/Data.h reads a data set's rows): the dtype string as written
+// ('<f8', '|u1', ...), the shape, and the byte offset where the C-order
+// data starts. Checks what readNpy checks but the dtype (any is returned)
+// and the data's size (the caller knows the item size): the file exists
+// and is regular, the preamble and header are well formed, the order is
+// C. Throws NpyError.
+struct NpyLayout {
+  std::string descr;
+  std::vector<int64_t> shape;
+  uint64_t elements = 0;    // the product of the shape
+  uint64_t dataOffset = 0;  // where the data starts
+  uint64_t dataBytes = 0;   // the bytes after it in the file
+};
+NpyLayout readNpyLayout(const std::string& path);
+
 // Writes `t` atomically (temp file in the same folder + rename).
 // Throws NpyError on failure.
 void writeNpy(const std::string& path, const Tensor& t);

@@ -1,12 +1,21 @@
 #include "runtime/Data.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <algorithm>
 #include <stdexcept>
 #include <vector>
 
+#include "backend/Npy.h"
 #include "backend/Random.h"
+#include "support/Diagnostics.h"
 
 namespace gsl::runtime {
 
@@ -97,29 +106,126 @@ Batch npyTokenBatch(const Tensor& tokens, int64_t step, int64_t batch, int64_t s
   return b;
 }
 
-Batch supervisedBatch(const Tensor& x, const Tensor& y, uint64_t seed, int64_t step, int64_t batch) {
-  const int64_t n = x.shape()[0], f = x.shape()[1];
-  if (step < 0) fail("supervised data: negative step " + std::to_string(step));
+ShuffledOrder::ShuffledOrder(int64_t n, int64_t batch, uint64_t seed) : n_(n), batch_(batch), seed_(seed) {
+  if (batch < 1) fail("supervised data: batch must be >= 1, got " + std::to_string(batch));
   if (n < batch)
     fail("supervised data: " + std::to_string(n) + " rows are fewer than the batch " + std::to_string(batch));
-  const int64_t perEpoch = n / batch;
+}
+
+std::vector<int64_t> ShuffledOrder::batchRows(int64_t step) {
+  if (step < 0) fail("supervised data: negative step " + std::to_string(step));
+  const int64_t perEpoch = n_ / batch_;
   const int64_t epoch = step / perEpoch, k = step % perEpoch;
-  // The epoch's order: Fisher-Yates, swap i with j uniform in [0, i].
-  std::vector<int64_t> perm((size_t)n);
-  for (int64_t i = 0; i < n; ++i) perm[(size_t)i] = i;
-  const uint64_t stream = backend::hashName("data/shuffle") ^ ((uint64_t)epoch * 0x9E3779B97F4A7C15ULL);
-  for (int64_t i = n - 1; i > 0; --i) {
-    int64_t j = (int64_t)std::floor(backend::uniformAt(seed, stream, (uint64_t)i) * (double)(i + 1));
-    if (j > i) j = i;  // u < 1, so only a rounding guard
-    std::swap(perm[(size_t)i], perm[(size_t)j]);
+  if (epoch != epoch_) {
+    // The epoch's order: Fisher-Yates, swap i with j uniform in [0, i].
+    perm_.resize((size_t)n_);
+    for (int64_t i = 0; i < n_; ++i) perm_[(size_t)i] = i;
+    const uint64_t stream = backend::hashName("data/shuffle") ^ ((uint64_t)epoch * 0x9E3779B97F4A7C15ULL);
+    for (int64_t i = n_ - 1; i > 0; --i) {
+      int64_t j = (int64_t)std::floor(backend::uniformAt(seed_, stream, (uint64_t)i) * (double)(i + 1));
+      if (j > i) j = i;  // u < 1, so only a rounding guard
+      std::swap(perm_[(size_t)i], perm_[(size_t)j]);
+    }
+    epoch_ = epoch;
   }
-  Batch b{Tensor(TensorType{DType::F32, {batch, f}}), Tensor(TensorType{DType::I32, {batch}})};
-  for (int64_t r = 0; r < batch; ++r) {
-    int64_t row = perm[(size_t)(k * batch + r)];
-    std::copy(x.f32() + row * f, x.f32() + (row + 1) * f, b.inputs.f32() + r * f);
-    b.targets.i32()[r] = y.i32()[row];
+  return std::vector<int64_t>(perm_.begin() + k * batch_, perm_.begin() + (k + 1) * batch_);
+}
+
+namespace {
+
+// The shortest text that reads back to `v`.
+std::string shortest(double v) {
+  char b[32];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(b, sizeof b, "%.*g", prec, v);
+    if (std::strtod(b, nullptr) == v) break;
   }
   return b;
+}
+
+}  // namespace
+
+NpyRows::NpyRows(const std::string& path, bool labels) : path_(path), labels_(labels) {
+  backend::NpyLayout l = backend::readNpyLayout(path);
+  descr_ = l.descr;
+  static const char* const kInputs = "float32 '<f4', float64 '<f8' or uint8 '|u1'";
+  static const char* const kLabels = "int32 '<i4', int64 '<i8', uint8 '|u1' or bool '|b1'";
+  if (labels ? (descr_ == "<i4" || descr_ == "<i8" || descr_ == "|u1" || descr_ == "|b1")
+             : (descr_ == "<f4" || descr_ == "<f8" || descr_ == "|u1"))
+    itemSize_ = descr_[2] - '0';
+  else
+    fail(path + ": npy_pairs reads " + (labels ? "labels" : "inputs") + " of " + (labels ? kLabels : kInputs) +
+         ", not '" + descr_ + "'");
+  shape_ = l.shape;
+  if (shape_.empty()) fail(path + ": npy_pairs needs an array of rows, not a scalar");
+  for (size_t d = 1; d < shape_.size(); ++d) rowElems_ *= shape_[d];
+  if (l.dataBytes < l.elements * itemSize_)
+    fail(path + ": truncated: header says " + std::to_string(l.elements * itemSize_) + " bytes of data, file has " +
+         std::to_string(l.dataBytes));
+  dataOffset_ = l.dataOffset;
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) fail(path + ": cannot read: " + std::strerror(errno));
+}
+
+NpyRows::~NpyRows() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void NpyRows::read(const std::vector<int64_t>& rows, void* dst) {
+  const size_t rowBytes = (size_t)rowElems_ * itemSize_;
+  buf_.resize(rowBytes);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int64_t row = rows[i];
+    GSL_ASSERT(row >= 0 && row < this->rows(), "NpyRows::read: row out of range");
+    const uint64_t at = dataOffset_ + (uint64_t)row * rowBytes;
+    size_t done = 0;
+    while (done < rowBytes) {
+      ssize_t got = ::pread(fd_, buf_.data() + done, rowBytes - done, (off_t)(at + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) fail(path_ + ": cannot read: " + (got < 0 ? std::strerror(errno) : "the file got shorter"));
+      done += (size_t)got;
+    }
+    bytesRead_ += rowBytes;
+    const char* src = buf_.data();
+    const uint64_t flat0 = (uint64_t)row * (uint64_t)rowElems_;
+    auto misfit = [&](const std::string& value, int64_t j) {
+      fail(path_ + ": " + value + " at index " + std::to_string(flat0 + (uint64_t)j) + " does not fit in " +
+           (labels_ ? "i32" : "f32"));
+    };
+    if (!labels_) {
+      float* out = static_cast<float*>(dst) + i * (size_t)rowElems_;
+      if (descr_ == "<f4") {
+        std::memcpy(out, src, rowBytes);  // little-endian host assumed, as backend/Npy
+      } else if (descr_ == "<f8") {
+        for (int64_t j = 0; j < rowElems_; ++j) {
+          double v;
+          std::memcpy(&v, src + 8 * j, 8);
+          if (std::isfinite(v) && std::fabs(v) > (double)std::numeric_limits<float>::max())
+            misfit("float64 value " + shortest(v), j);
+          out[j] = (float)v;
+        }
+      } else {
+        for (int64_t j = 0; j < rowElems_; ++j) out[j] = (float)(unsigned char)src[j];
+      }
+    } else {
+      int32_t* out = static_cast<int32_t*>(dst) + i * (size_t)rowElems_;
+      if (descr_ == "<i4") {
+        std::memcpy(out, src, rowBytes);
+      } else if (descr_ == "<i8") {
+        for (int64_t j = 0; j < rowElems_; ++j) {
+          int64_t v;
+          std::memcpy(&v, src + 8 * j, 8);
+          if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+            misfit("int64 value " + std::to_string(v), j);
+          out[j] = (int32_t)v;
+        }
+      } else if (descr_ == "|u1") {
+        for (int64_t j = 0; j < rowElems_; ++j) out[j] = (unsigned char)src[j];
+      } else {
+        for (int64_t j = 0; j < rowElems_; ++j) out[j] = src[j] != 0 ? 1 : 0;
+      }
+    }
+  }
 }
 
 }  // namespace gsl::runtime

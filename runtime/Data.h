@@ -33,6 +33,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backend/Tensor.h"
 
@@ -43,15 +44,69 @@ struct Batch {
   backend::Tensor targets;  // i32 [batch, seq]: inputs shifted left by one
 };
 
-// Supervised pairs (npy_pairs): inputs x (f32 [N, F]) and labels y (i32
-// [N]), N >= batch. An epoch is N / batch steps (the last N mod batch rows
-// of its order are left out); epoch e = step / (N / batch) visits the rows
-// in a permutation that is a pure function of (seed, e) (Fisher-Yates
-// driven by backend::uniformAt), so the batches of a step are the same at
-// every -np and after --resume. Step s takes rows perm_e[k * batch ..
-// (k + 1) * batch), k = s mod (N / batch).
-Batch supervisedBatch(const backend::Tensor& x, const backend::Tensor& y, uint64_t seed, int64_t step,
-                      int64_t batch);
+// Supervised pairs (npy_pairs): N rows of inputs and N labels. An epoch is
+// N / batch steps (the last N mod batch rows of its order are left out);
+// epoch e = step / (N / batch) visits the rows in a permutation that is a
+// pure function of (seed, e) (Fisher-Yates driven by backend::uniformAt),
+// so the batches of a step are the same at every -np and after --resume.
+// Step s takes rows perm_e[k * batch .. (k + 1) * batch), k = s mod (N /
+// batch). The last epoch's permutation is kept (a step of the same epoch
+// does not draw it again).
+class ShuffledOrder {
+ public:
+  ShuffledOrder(int64_t n, int64_t batch, uint64_t seed);
+  // The file rows of step `step`'s batch, in batch order.
+  std::vector<int64_t> batchRows(int64_t step);
+
+ private:
+  int64_t n_, batch_;
+  uint64_t seed_;
+  int64_t epoch_ = -1;
+  std::vector<int64_t> perm_;
+};
+
+// One .npy array of a supervised data set, read a row at a time (pread at
+// the row's offset: a rank reads only the rows it is given, never the
+// whole file). A row is a slice along the first dim, of any rank. The
+// values are converted to the data set's dtype as they are read:
+//   inputs (f32): float32 '<f4' as is; float64 '<f8' rounded to the
+//     nearest f32 (a finite value beyond f32's range is an error; inf and
+//     NaN stay); uint8 '|u1' exactly.
+//   labels (i32): int32 '<i4' as is; int64 '<i8' when in i32's range (else
+//     an error); uint8 '|u1' and bool '|b1' (0 or 1) exactly.
+// Errors throw std::runtime_error: "<path>: <what>", a value that does not
+// fit naming it and its flat index in the file ("x.npy: float64 value 1e+39
+// at index 50 does not fit in f32").
+class NpyRows {
+ public:
+  NpyRows(const std::string& path, bool labels);
+  ~NpyRows();
+  NpyRows(const NpyRows&) = delete;
+  NpyRows& operator=(const NpyRows&) = delete;
+
+  int64_t rows() const { return shape_.empty() ? 0 : shape_[0]; }
+  // The file's shape (rank >= 1) and dtype string.
+  const std::vector<int64_t>& shape() const { return shape_; }
+  const std::string& descr() const { return descr_; }
+  int64_t rowElements() const { return rowElems_; }
+  // Reads file rows `rows` (each in [0, rows())) into `dst`, one after the
+  // other: rows.size() * rowElements() values of f32 (inputs) or i32
+  // (labels).
+  void read(const std::vector<int64_t>& rows, void* dst);
+  // The bytes read from the file's data so far (the header not counted).
+  uint64_t bytesRead() const { return bytesRead_; }
+
+ private:
+  std::string path_, descr_;
+  bool labels_;
+  int fd_ = -1;
+  std::vector<int64_t> shape_;
+  int64_t rowElems_ = 1;
+  size_t itemSize_ = 4;
+  uint64_t dataOffset_ = 0;
+  uint64_t bytesRead_ = 0;
+  std::vector<char> buf_;
+};
 
 // A batch of the synthetic task `task` ("copy" or "reverse"), see above.
 Batch syntheticBatch(const std::string& task, uint64_t seed, int64_t step, int64_t batch,

@@ -67,15 +67,6 @@ class SpmdProgram {
     return resumeTensors_;
   }
 
-  // A data set's .npy file (float64 and int64 converted), read once and
-  // shared by the ranks of this process.
-  const Tensor& dataFile(const std::string& path) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = dataFiles_.find(path);
-    if (it == dataFiles_.end()) it = dataFiles_.emplace(path, backend::readNpy(path, true)).first;
-    return it->second;
-  }
-
   const Tensor& globalParam(const ir::Param& p) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = params_.find(p.name);
@@ -89,16 +80,31 @@ class SpmdProgram {
   PerRankPrograms programs_;
   std::mutex mu_;
   std::map<std::string, Tensor> params_;
-  std::map<std::string, Tensor> dataFiles_;
   bool resumeRead_ = false;
   std::map<std::string, Tensor> resumeTensors_;
   std::map<std::string, std::string> resumeMeta_;
 };
 
+// One half of a batch not made yet: it is made when a thunk takes it, only
+// the block this rank holds as that thunk wants it (wantedSharding); for
+// npy_pairs only those rows are read from the file.
+struct PendingBatch {
+  const frontend::Dataset* ds = nullptr;
+  int64_t step = 0;
+  int index = 0;  // 0 inputs, 1 labels (targets)
+  SourceLoc loc;  // the batch(...) call
+};
+
 struct HostValue {
   Tensor local;
   std::optional<Sharding> sharding;
+  std::optional<PendingBatch> pending;  // set: `local` is not made yet
+
+  HostValue() = default;
+  HostValue(Tensor l, std::optional<Sharding> s) : local(std::move(l)), sharding(std::move(s)) {}
+  explicit HostValue(const PendingBatch& p) : pending(p) {}
 };
+
 
 // One rank running the host script: loops run, the branch taken, each
 // thunk on the rank's engine.
@@ -157,6 +163,13 @@ class RankRunner : public HostWalker<HostValue> {
   std::map<std::string, Tensor> resumedStates_;
   int64_t startStep_ = 0;
   std::map<std::string, Tensor> npyTokens_;
+  // npy_pairs data sets by name: their two files (this rank's own reader
+  // of each) and the shuffled order.
+  struct PairsData {
+    std::unique_ptr<NpyRows> x, y;
+    std::unique_ptr<ShuffledOrder> order;
+  };
+  std::map<std::string, PairsData> pairs_;
   // Loops being run (for the progress line's total and ETA).
   struct Loop {
     int64_t lo, hi, i;
@@ -259,18 +272,25 @@ class RankRunner : public HostWalker<HostValue> {
         return {localBlock(prog_.module(), t, leafSharding(l), rank_), leafSharding(l)};
       }
       case HostLeaf::StartStep: return {Tensor::scalarI32((int32_t)startStep_), std::nullopt};
-      case HostLeaf::Batch: return {batch(l), std::nullopt};
+      case HostLeaf::Batch: return batch(l);
       case HostLeaf::Minimize: return minimize(l);
     }
     return {};
   }
 
-  Tensor batch(const HostLeaf& l) {
+  HostValue batch(const HostLeaf& l) {
     int64_t step = (int64_t)whole(*l.sub).item();
     const frontend::Dataset* ds = nullptr;
     for (const auto& d : host_.datasets)
       if (d.name == l.name) ds = &d;
     GSL_ASSERT(ds, "unknown dataset");
+    if (step < 0 && ds->kind == "pairs") fail(l.loc, "supervised data: negative step " + std::to_string(step));
+    return HostValue(PendingBatch{ds, step, l.index, l.loc});
+  }
+
+  // A batch half of a token data set (synthetic or npy_tokens), whole.
+  Tensor tokenBatch(const PendingBatch& p) {
+    const frontend::Dataset* ds = p.ds;
     try {
       if (ds->kind == "npy") {
         auto it = npyTokens_.find(ds->path);
@@ -285,43 +305,106 @@ class RankRunner : public HostWalker<HostValue> {
             fail(ds->loc, ds->path + ": npy_tokens needs a 1-D i32 array, got " + t.type().str());
           it = npyTokens_.emplace(ds->path, t).first;
         }
-        auto b = npyTokenBatch(it->second, step, ds->batch, ds->seq);
-        return l.index == 0 ? b.inputs : b.targets;
+        auto b = npyTokenBatch(it->second, p.step, ds->batch, ds->seq);
+        return p.index == 0 ? b.inputs : b.targets;
       }
-      if (ds->kind == "pairs") {
-        auto b = supervisedBatch(pairsFile(*ds, false), pairsFile(*ds, true), opts_.seed, step, ds->batch);
-        return l.index == 0 ? b.inputs : b.targets;
-      }
-      auto b = syntheticBatch(ds->kind, opts_.seed, step, ds->batch, ds->seq, ds->vocab);
-      return l.index == 0 ? b.inputs : b.targets;
+      auto b = syntheticBatch(ds->kind, opts_.seed, p.step, ds->batch, ds->seq, ds->vocab);
+      return p.index == 0 ? b.inputs : b.targets;
     } catch (const RankError&) {
       throw;
     } catch (const std::runtime_error& e) {
-      fail(l.loc, e.what());
+      fail(p.loc, e.what());
     }
   }
 
-  // The inputs (f32 [N, features]) or labels (i32 [N]) of npy_pairs.
-  const Tensor& pairsFile(const frontend::Dataset& ds, bool labels) {
-    const std::string& path = labels ? ds.labelsPath : ds.path;
-    const Tensor* t = nullptr;
+  // An npy_pairs data set's files, opened (the headers read and checked)
+  // at its first batch.
+  PairsData& pairsData(const frontend::Dataset& ds) {
+    auto it = pairs_.find(ds.name);
+    if (it != pairs_.end()) return it->second;
+    PairsData d;
     try {
-      t = &prog_.dataFile(path);
+      d.x = std::make_unique<NpyRows>(ds.path, false);
+      d.y = std::make_unique<NpyRows>(ds.labelsPath, true);
     } catch (const backend::NpyError& e) {
       failReading(ds.loc, e.what());
+    } catch (const std::runtime_error& e) {
+      fail(ds.loc, e.what());
     }
-    ir::TensorType want = labels ? ir::TensorType{ir::DType::I32, {}} : ir::TensorType{ir::DType::F32, {}};
-    bool ok = t->dtype() == want.dtype && t->rank() == (labels ? 1 : 2) && (labels || t->shape()[1] == ds.features);
-    if (!ok)
-      fail(ds.loc, path + ": npy_pairs needs " + (labels ? "labels i32[N] (or int64)" :
-                   "inputs f32[N, " + std::to_string(ds.features) + "] (or float64)") + ", got " + t->type().str());
-    if (labels) {
-      const Tensor& x = prog_.dataFile(ds.path);
-      if (x.shape()[0] != t->shape()[0])
-        fail(ds.loc, ds.path + " has " + std::to_string(x.shape()[0]) + " rows but " + path + " has " +
-                         std::to_string(t->shape()[0]) + " labels");
+    if (d.x->shape().size() < 2 || d.x->rowElements() != ds.features)
+      fail(ds.loc, ds.path + ": npy_pairs needs inputs of N rows of " + std::to_string(ds.features) +
+                       " values (features=" + std::to_string(ds.features) + "; a row may have any shape), got shape " +
+                       ir::shapeStr(d.x->shape()));
+    if (d.y->shape().size() != 1)
+      fail(ds.loc, ds.labelsPath + ": npy_pairs needs labels of shape [N], got shape " +
+                       ir::shapeStr(d.y->shape()));
+    if (d.x->rows() != d.y->rows())
+      fail(ds.loc, ds.path + " has " + std::to_string(d.x->rows()) + " rows but " + ds.labelsPath + " has " +
+                       std::to_string(d.y->rows()) + " labels");
+    try {
+      d.order = std::make_unique<ShuffledOrder>(d.x->rows(), ds.batch, opts_.seed);
+    } catch (const std::runtime_error& e) {
+      fail(ds.loc, e.what());
     }
-    return *t;
+    return pairs_.emplace(ds.name, std::move(d)).first->second;
+  }
+
+  // Reads a pending batch half as this rank's block under `s`: the batch
+  // rows this rank holds (its block of the batch's row positions, so
+  // whatever localBlock's rule is, the rows agree with it), read from the
+  // file, then the block of the other dims.
+  HostValue readBatch(const PendingBatch& p, const std::optional<Sharding>& s) {
+    const frontend::Dataset& ds = *p.ds;
+    if (ds.kind != "pairs") return {localBlock(prog_.module(), tokenBatch(p), s, rank_), s};
+    PairsData& d = pairsData(ds);
+    NpyRows& file = p.index == 0 ? *d.x : *d.y;
+    std::vector<int64_t> rows;
+    try {
+      rows = d.order->batchRows(p.step);
+    } catch (const std::runtime_error& e) {
+      fail(p.loc, e.what());
+    }
+    const ir::Module& m = prog_.module();
+    const bool split0 = s && !s->isReplicated() && !s->dims[0].empty();
+    if (split0) {
+      Tensor pos(ir::TensorType{ir::DType::I32, {ds.batch}});
+      for (int64_t i = 0; i < ds.batch; ++i) pos.i32()[i] = (int32_t)i;
+      Tensor mine = localBlock(m, pos, Sharding{s->mesh, {s->dims[0]}, {}}, rank_);
+      std::vector<int64_t> held;
+      for (int64_t i = 0; i < mine.size(); ++i) held.push_back(rows[(size_t)mine.i32()[i]]);
+      rows = std::move(held);
+    }
+    ir::Shape shape{(int64_t)rows.size()};
+    if (p.index == 0) shape.push_back(ds.features);
+    Tensor block(ir::TensorType{p.index == 0 ? ir::DType::F32 : ir::DType::I32, shape});
+    {
+      trace::Scope traced("data", ds.name);
+      const uint64_t before = file.bytesRead();
+      try {
+        file.read(rows, block.raw());
+      } catch (const std::runtime_error& e) {
+        fail(ds.loc, e.what());
+      }
+      if (traced) {
+        traced.arg("file", p.index == 0 ? ds.path : ds.labelsPath);
+        traced.arg("step", p.step);
+        traced.arg("rows", (int64_t)rows.size());
+        traced.arg("bytes", (int64_t)(file.bytesRead() - before));
+      }
+    }
+    if (s && !s->isReplicated()) {
+      Sharding rest = *s;
+      rest.dims[0].clear();
+      if (!rest.isReplicated()) block = localBlock(m, block, rest, rank_);
+    }
+    return {block, s};
+  }
+
+  // The inputs of thunk `th` as its function takes them: pending batch
+  // halves read as it wants them.
+  void readPending(const ir::Function& fn, std::vector<HostValue>& in) {
+    for (size_t i = 0; i < in.size(); ++i)
+      if (in[i].pending) in[i] = readBatch(*in[i].pending, wantedSharding(fn, i));
   }
 
   // One training step: opt.minimize(loss, args...).
@@ -331,8 +414,12 @@ class RankRunner : public HostWalker<HostValue> {
     std::vector<std::optional<Sharding>> in;
     int64_t tokens = 0;
     bool examples = false;
-    for (const auto& lf : st.leaves) {
-      HostValue v = input(lf);
+    std::vector<HostValue> values;
+    for (const auto& lf : st.leaves) values.push_back(input(lf));
+    readPending(*st.fn, values);
+    for (size_t li = 0; li < st.leaves.size(); ++li) {
+      const HostLeaf& lf = st.leaves[li];
+      const HostValue& v = values[li];
       // Throughput counts the tokens of the first input if it is i32 (token
       // ids: a language model), else that input's rows (examples: a
       // classifier, a regression).
@@ -530,7 +617,12 @@ class RankRunner : public HostWalker<HostValue> {
     for (const auto& p : m.params) params_[p.name] = localBlock(m, all.at(p.name), p.sharding, rank_);
   }
 
-  std::vector<HostValue> call(const Thunk& th, const std::vector<HostValue>& in, bool gather) override {
+  std::vector<HostValue> call(const Thunk& th, const std::vector<HostValue>& given, bool gather) override {
+    // `let (x, y) = batch(data, step)`: the halves stay unmade until a
+    // thunk takes them.
+    if (isBatchLet(th)) return given;
+    std::vector<HostValue> in = given;
+    readPending(*th.fn, in);
     std::vector<Tensor> args;
     for (const HostValue& v : in) args.push_back(v.local);
     const ir::Function& f = prog_.programs().perRank(th, shardingsOf(in), gather);

@@ -68,7 +68,32 @@ const ir::Function& PerRankPrograms::gatherProgram(const std::vector<std::string
   return *(cache_[std::move(key)] = std::move(local));
 }
 
+std::optional<Sharding> wantedSharding(const ir::Function& fn, size_t i) {
+  for (const auto& op : fn.ops)
+    if (op->kind == ir::OpKind::Copy && op->operands[0] == fn.args[i] && op->result->sharding)
+      return op->result->sharding;
+  return std::nullopt;
+}
+
+bool isBatchLet(const frontend::Thunk& th) {
+  if (th.leaves.size() != 2 || th.fn->results.size() != 2) return false;
+  for (size_t i = 0; i < 2; ++i)
+    if (th.leaves[i].kind != frontend::HostLeaf::Batch || th.fn->results[i] != th.fn->args[i]) return false;
+  return true;
+}
+
 // ------------------------------------------------------------------ ShardingWalk
+
+namespace {
+// Batch halves taken by thunk `fn`: as it wants them.
+void placeBatches(const ir::Function& fn, std::vector<WalkedValue>& in) {
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i].batch) {
+      in[i].sharding = wantedSharding(fn, i);
+      in[i].batch = false;
+    }
+}
+}  // namespace
 
 const std::map<std::string, WalkedValue>& ShardingWalk::walk(const std::vector<HostStmt>& body) {
   block(body);
@@ -77,33 +102,40 @@ const std::map<std::string, WalkedValue>& ShardingWalk::walk(const std::vector<H
 
 WalkedValue ShardingWalk::leaf(const HostLeaf& l) {
   switch (l.kind) {
-    case HostLeaf::Batch: eval(*l.sub, true); break;  // the step number, whole
+    case HostLeaf::Batch: {
+      eval(*l.sub, true);  // the step number, whole
+      return {l.type, std::nullopt, nullptr, 0, {}, true};
+    }
     case HostLeaf::Minimize: {
       const Thunk& st = *l.sub;
       std::vector<WalkedValue> in = inputs(st);
+      placeBatches(*st.fn, in);
       const ir::Function& f = programs_.perRank(st, shardingsOf(in), false);
       visit(st, f, true);
-      return {l.type, f.resultShardings[0], nullptr, 0, {}};
+      return {l.type, f.resultShardings[0], nullptr, 0, {}, false};
     }
     default: break;
   }
-  return {l.type, leafSharding(l), nullptr, 0, {}};
+  return {l.type, leafSharding(l), nullptr, 0, {}, false};
 }
 
-std::vector<WalkedValue> ShardingWalk::call(const Thunk& th, const std::vector<WalkedValue>& in, bool gather) {
+std::vector<WalkedValue> ShardingWalk::call(const Thunk& th, const std::vector<WalkedValue>& given, bool gather) {
+  if (isBatchLet(th)) return given;
+  std::vector<WalkedValue> in = given;
+  placeBatches(*th.fn, in);
   std::vector<std::optional<Sharding>> shardings = shardingsOf(in);
   const ir::Function& f = programs_.perRank(th, shardings, gather);
   visit(th, f, false);
   std::vector<WalkedValue> out;
   for (size_t i = 0; i < f.resultShardings.size() && i < th.fn->results.size(); ++i)
-    out.push_back({th.fn->results[i]->type, f.resultShardings[i], &th, (int)i, shardings});
+    out.push_back({th.fn->results[i]->type, f.resultShardings[i], &th, (int)i, shardings, false});
   return out;
 }
 
 void ShardingWalk::forLoop(const HostStmt& s) {
   eval(s.lo, true);
   eval(s.hi, true);
-  scopes_.back()[s.names[0]] = {ir::TensorType{ir::DType::I32, {}}, std::nullopt, nullptr, 0, {}};
+  scopes_.back()[s.names[0]] = {ir::TensorType{ir::DType::I32, {}}, std::nullopt, nullptr, 0, {}, false};
   block(s.body);
 }
 

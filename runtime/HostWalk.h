@@ -56,11 +56,23 @@ class PerRankPrograms {
   std::map<Key, std::unique_ptr<ir::Function>> cache_;
 };
 
-// How a host input lies, for every leaf but a variable and a training step:
-// `load` as annotated, the rest (exists, start_step, a batch) whole.
+// How a host input lies, for every leaf but a variable, a batch and a
+// training step: `load` as annotated, the rest (exists, start_step) whole.
+// A batch lies as the thunk that takes it wants it (wantedSharding): its
+// two halves are made (read from the file, generated) when a thunk takes
+// them, this rank's block only.
 inline std::optional<ir::Sharding> leafSharding(const frontend::HostLeaf& l) {
   return l.kind == frontend::HostLeaf::Load ? l.sharding : std::nullopt;
 }
+
+// How thunk function `fn` wants its argument `i` to lie: the sharding of a
+// copy of it that the front end annotated (the `@shard` of a parameter of
+// the function the thunk calls), else whole.
+std::optional<ir::Sharding> wantedSharding(const ir::Function& fn, size_t i);
+
+// Whether thunk `th` is `let (x, y) = batch(data, step)`: it passes on its
+// two batch leaves as they are (the walk keeps them unmade).
+bool isBatchLet(const frontend::Thunk& th);
 
 // V: a host value; it has `std::optional<ir::Sharding> sharding`.
 template <class V>
@@ -158,6 +170,7 @@ struct WalkedValue {
   const frontend::Thunk* thunk = nullptr;              // none: a loop variable or a leaf
   int result = 0;                                      // which result of `thunk`
   std::vector<std::optional<ir::Sharding>> inputs;     // how its leaves lay
+  bool batch = false;  // a batch half not made yet: it lies as its taker wants
 };
 
 // The walk without running (the memory estimate, the REPL): statements in

@@ -1,8 +1,12 @@
-// runtime/Data: synthetic copy/reverse batches and token-array windows.
+// runtime/Data: synthetic copy/reverse batches, token-array windows, and
+// supervised pairs (the shuffled order, .npy rows read one at a time).
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -209,37 +213,107 @@ TEST_CASE("token window errors") {
   CHECK(errorOf([&] { npyTokenBatch(t, 0, 1, 0); }) == "token data: seq must be >= 1, got 0");
 }
 
-TEST_CASE("supervised pairs: each epoch a permutation by seed and epoch, the same rows for inputs and labels") {
-  const int64_t n = 10, f = 3, batch = 4;  // 2 steps per epoch, 2 rows left out each epoch
-  Tensor x(TensorType{DType::F32, {n, f}}), y(TensorType{DType::I32, {n}});
-  for (int64_t r = 0; r < n; ++r) {
-    y.i32()[r] = (int32_t)r;
-    for (int64_t j = 0; j < f; ++j) x.f32()[r * f + j] = (float)(r * 10 + j);
-  }
-  auto rows = [&](uint64_t seed, int64_t step) {
-    Batch b = supervisedBatch(x, y, seed, step, batch);
-    REQUIRE(b.inputs.type() == TensorType{DType::F32, {batch, f}});
-    REQUIRE(b.targets.type() == TensorType{DType::I32, {batch}});
-    std::vector<int32_t> r;
-    for (int64_t i = 0; i < batch; ++i) {
-      int32_t row = b.targets.i32()[i];
-      for (int64_t j = 0; j < f; ++j) CHECK(b.inputs.f32()[i * f + j] == (float)(row * 10 + j));
-      r.push_back(row);
-    }
-    return r;
-  };
-  std::vector<std::vector<int32_t>> epochs;
+TEST_CASE("supervised pairs: each epoch a permutation by seed and epoch") {
+  const int64_t n = 10, batch = 4;  // 2 steps per epoch, 2 rows left out each epoch
+  auto rows = [&](uint64_t seed, int64_t step) { return ShuffledOrder(n, batch, seed).batchRows(step); };
+  ShuffledOrder order(n, batch, 7);  // one order asked step after step (its epoch cached)
+  std::vector<std::vector<int64_t>> epochs;
   for (int64_t e = 0; e < 3; ++e) {
-    std::vector<int32_t> seen;
-    for (int64_t k = 0; k < 2; ++k)
-      for (int32_t r : rows(7, e * 2 + k)) seen.push_back(r);
-    CHECK(std::set<int32_t>(seen.begin(), seen.end()).size() == 8);  // no row twice in an epoch
+    std::vector<int64_t> seen;
+    for (int64_t k = 0; k < 2; ++k) {
+      std::vector<int64_t> r = order.batchRows(e * 2 + k);
+      REQUIRE(r.size() == (size_t)batch);
+      CHECK(r == rows(7, e * 2 + k));  // the cache gives what a fresh order does
+      seen.insert(seen.end(), r.begin(), r.end());
+    }
+    std::set<int64_t> distinct(seen.begin(), seen.end());
+    CHECK(distinct.size() == 8);  // no row twice in an epoch
+    CHECK(*distinct.begin() >= 0);
+    CHECK(*distinct.rbegin() < n);
     epochs.push_back(seen);
   }
   CHECK(epochs[0] != epochs[1]);  // reshuffled each epoch
   CHECK(epochs[1] != epochs[2]);
-  CHECK(rows(7, 3) == rows(7, 3));  // a pure function of (seed, step)
+  CHECK(order.batchRows(1) == rows(7, 1));  // back to an earlier epoch
   CHECK(rows(7, 0) != rows(8, 0));  // the seed changes the order
-  CHECK_THROWS_WITH(supervisedBatch(x, y, 7, 0, 11), "supervised data: 10 rows are fewer than the batch 11");
-  CHECK_THROWS_WITH(supervisedBatch(x, y, 7, -1, 4), "supervised data: negative step -1");
+  CHECK(errorOf([] { ShuffledOrder(10, 11, 7); }) == "supervised data: 10 rows are fewer than the batch 11");
+  CHECK(errorOf([&] { order.batchRows(-1); }) == "supervised data: negative step -1");
+}
+
+namespace {
+
+// A .npy file (format 1.0) of dtype `descr`, shape `shape` and raw data.
+std::string writeNpyFile(const std::string& name, const std::string& descr, const std::string& shape,
+                         const std::string& data) {
+  std::string path = (std::filesystem::temp_directory_path() / ("gsl_data_test_" + name)).string();
+  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + dict.size() + 1) % 64) dict += ' ';
+  dict += '\n';
+  std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+  bytes += (char)(dict.size() & 0xff);
+  bytes += (char)(dict.size() >> 8);
+  bytes += dict + data;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+template <class T>
+std::string rawOf(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+}  // namespace
+
+TEST_CASE("NpyRows: N-D rows read one at a time, float64 rounded, bytes counted") {
+  std::vector<double> x(4 * 2 * 3);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.1 * (double)i;
+  std::string path = writeNpyFile("x.npy", "<f8", "(4, 2, 3)", rawOf(x));
+  NpyRows rows(path, false);
+  CHECK(rows.rows() == 4);
+  CHECK(rows.rowElements() == 6);
+  CHECK(rows.shape() == std::vector<int64_t>{4, 2, 3});
+  std::vector<float> out(3 * 6);
+  rows.read({3, 1}, out.data());
+  for (int j = 0; j < 6; ++j) {
+    CHECK(out[(size_t)j] == (float)x[(size_t)(18 + j)]);
+    CHECK(out[(size_t)(6 + j)] == (float)x[(size_t)(6 + j)]);
+  }
+  CHECK(rows.bytesRead() == 2 * 6 * 8);  // only the two rows
+  x[20] = 1e39;
+  path = writeNpyFile("x.npy", "<f8", "(4, 2, 3)", rawOf(x));
+  NpyRows bad(path, false);
+  bad.read({0, 1, 2}, out.data());  // rows without the value: fine (one row at a time)
+  CHECK(errorOf([&] { bad.read({3}, out.data()); }) == path + ": float64 value 1e+39 at index 20 does not fit in f32");
+  std::remove(path.c_str());
+}
+
+TEST_CASE("NpyRows: labels of int64, uint8 and bool; dtypes refused") {
+  std::string path = writeNpyFile("y8.npy", "<i8", "(3,)", rawOf(std::vector<int64_t>{7, -2, (int64_t)1 << 40}));
+  NpyRows y(path, true);
+  std::vector<int32_t> out(2);
+  y.read({1, 0}, out.data());
+  CHECK(out == std::vector<int32_t>{-2, 7});
+  CHECK(errorOf([&] { y.read({2}, out.data()); }) == path + ": int64 value 1099511627776 at index 2 does not fit in i32");
+  path = writeNpyFile("yu.npy", "|u1", "(3,)", std::string("\x00\x09\xff", 3));
+  NpyRows u(path, true);
+  u.read({2, 1}, out.data());
+  CHECK(out == std::vector<int32_t>{255, 9});
+  path = writeNpyFile("yb.npy", "|b1", "(2,)", std::string("\x01\x00", 2));
+  NpyRows b(path, true);
+  b.read({0, 1}, out.data());
+  CHECK(out == std::vector<int32_t>{1, 0});
+  path = writeNpyFile("xu.npy", "|u1", "(1, 2)", std::string("\x00\xff", 2));
+  NpyRows xu(path, false);
+  std::vector<float> f(2);
+  xu.read({0}, f.data());
+  CHECK(f == std::vector<float>{0.0f, 255.0f});
+  path = writeNpyFile("y2.npy", "<i2", "(2,)", std::string(4, '\0'));
+  CHECK(errorOf([&] { NpyRows(path, true); }) ==
+        path + ": npy_pairs reads labels of int32 '<i4', int64 '<i8', uint8 '|u1' or bool '|b1', not '<i2'");
+  CHECK(errorOf([&] { NpyRows(path, false); }) ==
+        path + ": npy_pairs reads inputs of float32 '<f4', float64 '<f8' or uint8 '|u1', not '<i2'");
+  path = writeNpyFile("short.npy", "<f4", "(4, 2)", std::string(12, '\0'));
+  CHECK(errorOf([&] { NpyRows(path, false); }) == path + ": truncated: header says 32 bytes of data, file has 12");
+  for (const char* n : {"y8.npy", "yu.npy", "yb.npy", "xu.npy", "y2.npy", "short.npy"})
+    std::remove((std::filesystem::temp_directory_path() / (std::string("gsl_data_test_") + n)).c_str());
 }
