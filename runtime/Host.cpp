@@ -479,6 +479,7 @@ class RankRunner : public HostWalker<HostValue> {
     ++stepsRun_;
     double loss = res[0].item();
     report(t, loss, tokens, examples);
+    if (opts_.checkpointEvery > 0 && t % opts_.checkpointEvery == 0) checkpoint(opts_.checkpointPath, st.loc);
     return {res[0], f.resultShardings[0]};
   }
 
@@ -558,7 +559,7 @@ class RankRunner : public HostWalker<HostValue> {
   }
 
   // save_checkpoint(path): params, optimizer states and step counters.
-  void writeCheckpoint(const HostStmt& s) {
+  void writeCheckpoint(const std::string& path, SourceLoc loc) {
     const ir::Module& m = prog_.module();
     std::vector<std::string> names;
     std::vector<Tensor> locals;
@@ -589,11 +590,11 @@ class RankRunner : public HostWalker<HostValue> {
     std::map<std::string, std::string> meta{{"format", "gsl"}};
     for (const auto& [opt, n] : optSteps_) meta["step/" + opt] = std::to_string(n);
     try {
-      writeSafetensors(s.path, out, meta);
+      writeSafetensors(path, out, meta);
     } catch (const CheckpointError& e) {
-      fail(s.loc, e.what());
+      fail(loc, e.what());
     }
-    if (opts_.lastCheckpoint) *opts_.lastCheckpoint = s.path;
+    if (opts_.lastCheckpoint) *opts_.lastCheckpoint = path;
   }
 
   // load_checkpoint(path): every param of the program from the checkpoint
@@ -694,12 +695,15 @@ class RankRunner : public HostWalker<HostValue> {
     pollInterrupt();
   }
 
-  void saveCheckpoint(const HostStmt& s) override {
-    // An interrupt abandons a checkpoint being written (its temp file is
-    // removed; an older checkpoint at the path stays as it was).
+  void saveCheckpoint(const HostStmt& s) override { checkpoint(s.path, s.loc); }
+
+  // Writes a checkpoint (every rank takes part). An interrupt abandons a
+  // checkpoint being written (its temp file is removed; an older
+  // checkpoint at the path stays as it was).
+  void checkpoint(const std::string& path, SourceLoc loc) {
     bool stopped = false;
     try {
-      writeCheckpoint(s);
+      writeCheckpoint(path, loc);
     } catch (const Interrupted&) {
       if (!mpi_) throw;  // threads: the world's abort releases the others
       stopped = true;

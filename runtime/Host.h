@@ -53,6 +53,11 @@ struct RunOptions {
   // If set: the path of the last checkpoint save_checkpoint wrote (rank 0
   // of this process), for the message on Ctrl-C; empty if none was written.
   std::string* lastCheckpoint = nullptr;
+  // --checkpoint-every N PATH: after every training step whose optimizer
+  // step number t (from 1, continued by --resume) is a multiple of N, a
+  // checkpoint as save_checkpoint(PATH) writes it (0: none).
+  int64_t checkpointEvery = 0;
+  std::string checkpointPath;
   // --max-memory: the most memory one rank may need, in bytes (0: no
   // check). `maxMemorySource` says where the figure came from, for the
   // message ("--max-memory 8G", "the available memory ... over 4 ranks").

@@ -35,7 +35,7 @@ run() {
   [ "$rc" = 130 ] || { echo "FAIL: exit code $rc, expected 130"; fail=1; }
 }
 run false
-grep -qx "gsl: note: this run wrote no checkpoint (save_checkpoint(path) in the training loop writes one to --resume from)" err.txt ||
+grep -qx "gsl: note: this run wrote no checkpoint (--checkpoint-every N PATH, or save_checkpoint(path) in the training loop, writes one to --resume from)" err.txt ||
   { echo "FAIL: no 'no checkpoint' note"; cat err.txt; fail=1; }
 run true
 grep -qx "gsl: note: the last checkpoint written is ck.safetensors (--resume ck.safetensors continues from it)" err.txt ||

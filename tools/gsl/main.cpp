@@ -202,6 +202,10 @@ int main(int argc, char** argv) {
   bool noProgress = false;
   run->add_option("--resume", resume, "continue training from a checkpoint written by save_checkpoint");
   run->add_option("--log", logPath, "write one JSON object per training step to this file");
+  std::vector<std::string> checkpointEvery;
+  run->add_option("--checkpoint-every", checkpointEvery,
+                  "N PATH: write a checkpoint to PATH after every N-th training step (atomically, as save_checkpoint)")
+      ->expected(2);
   run->add_flag("--no-progress", noProgress, "no training progress line");
   // The persistent compile cache (docs/compile-cache.md).
   std::string cacheDir;
@@ -372,6 +376,23 @@ int main(int argc, char** argv) {
       return 1;
     }
     ro.seed = seed;
+    if (!checkpointEvery.empty()) {
+      const std::string& n = checkpointEvery[0];
+      char* end = nullptr;
+      errno = 0;
+      long long every = std::strtoll(n.c_str(), &end, 10);
+      if (n.empty() || *end || errno || every < 1) {
+        std::cerr << "gsl: usage error: --checkpoint-every takes a number of steps >= 1 and a path, got '" << n
+                  << "'\n";
+        return 2;
+      }
+      if (prog->module->optimizers.empty()) {
+        std::cerr << "gsl: usage error: --checkpoint-every: the program does not train (it declares no optimizer)\n";
+        return 2;
+      }
+      ro.checkpointEvery = every;
+      ro.checkpointPath = checkpointEvery[1];
+    }
     if (mpi && !underMpirun) {
       // Compile errors once, here, before any rank starts; on one host the
       // memory check too (on several, each rank checks its host's share).
@@ -425,8 +446,8 @@ int main(int argc, char** argv) {
       // A training run: where to --resume from, or that there is nothing.
       if (rank0 && !prog->module->optimizers.empty()) {
         if (lastCheckpoint.empty())
-          std::cerr << "gsl: note: this run wrote no checkpoint (save_checkpoint(path) in the training loop "
-                       "writes one to --resume from)"
+          std::cerr << "gsl: note: this run wrote no checkpoint (--checkpoint-every N PATH, or save_checkpoint(path) "
+                       "in the training loop, writes one to --resume from)"
                     << std::endl;
         else
           std::cerr << "gsl: note: the last checkpoint written is " << lastCheckpoint << " (--resume "
