@@ -166,6 +166,10 @@ float gelu(float x) {
   return 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x)));
 }
 
+// Exact GELU: x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))), in f32 with the C
+// library's erff (the JIT computes the same expression).
+float geluExact(float x) { return 0.5f * x * (1.0f + std::erf(x * (float)M_SQRT1_2)); }
+
 float sigmoid(float x) {
   if (x >= 0) return 1.0f / (1.0f + std::exp(-x));
   float e = std::exp(x);
@@ -238,6 +242,7 @@ Tensor unary(OpKind k, const Tensor& x, const TensorType& rt) {
     case OpKind::Tanh: return unaryF32(x, rt, [](float v) { return std::tanh(v); });
     case OpKind::Gelu: return unaryF32(x, rt, gelu);
     case OpKind::Erf: return unaryF32(x, rt, [](float v) { return std::erf(v); });
+    case OpKind::GeluExact: return unaryF32(x, rt, geluExact);
     case OpKind::Sigmoid: return unaryF32(x, rt, sigmoid);
     case OpKind::Not: return unaryI32(x, rt, [](int32_t v) { return v ? 0 : 1; });
     case OpKind::Cast: return cast(x, rt);
@@ -768,7 +773,7 @@ Tensor evalOp(const ir::Op& op, const std::vector<Tensor>& in, const KernelConte
 
     case OpKind::Copy: case OpKind::Neg: case OpKind::Exp: case OpKind::Log:
     case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Tanh: case OpKind::Relu:
-    case OpKind::Gelu: case OpKind::Erf: case OpKind::Sigmoid: case OpKind::Abs: case OpKind::Not:
+    case OpKind::Gelu: case OpKind::Erf: case OpKind::GeluExact: case OpKind::Sigmoid: case OpKind::Abs: case OpKind::Not:
     case OpKind::Cast:
       need(1);
       return unary(op.kind, in[0], rt);

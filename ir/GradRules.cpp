@@ -208,6 +208,16 @@ void gradErf(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og) {
   });
 }
 
+// gelu_exact(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt(2))) / 2:
+// gelu_exact'(x) = Phi(x) + x exp(-x^2 / 2) / sqrt(2 pi).
+void gradGeluExact(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og) {
+  unaryRule(b, op, g, og, [&](Value* x, Value*) {
+    Value* phi = b.mul(b.scalar(0.5), b.add(b.scalar(1), b.op(OpKind::Erf, {b.mul(x, b.scalar(M_SQRT1_2))})));
+    Value* pdf = b.mul(b.scalar(1.0 / std::sqrt(2.0 * M_PI)), b.op(OpKind::Exp, {b.mul(b.scalar(-0.5), b.mul(x, x))}));
+    return b.mul(g, b.add(phi, b.mul(x, pdf)));
+  });
+}
+
 // sigmoid' = y (1 - y)
 void gradSigmoid(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og) {
   unaryRule(b, op, g, og, [&](Value*, Value* y) { return b.mul(g, b.mul(y, b.sub(b.scalar(1), y))); });

@@ -12,7 +12,7 @@
 // op's rule and accumulates adjoints.
 //
 // Semantics follow the reference kernels (backend/Kernels.cpp): gelu is the
-// tanh approximation (erf is exact GELU's building block), layer_norm has no affine parameters, maximum/minimum
+// tanh approximation (gelu_exact the erf form), layer_norm has no affine parameters, maximum/minimum
 // send the gradient of a tie to the first operand, max/min reductions split
 // it evenly among the tied positions, relu/abs have derivative 0 at 0.
 #pragma once
@@ -89,8 +89,8 @@ class GradBuilder {
 // has the signature ir::GradRule.
 #define GSL_GRAD_RULES(X)                                                      \
   X(gradCopy) X(gradNeg) X(gradExp) X(gradLog) X(gradSqrt) X(gradRsqrt)       \
-  X(gradTanh) X(gradRelu) X(gradGelu) X(gradErf) X(gradSigmoid) X(gradAbs)    \
-  X(gradCast)                                                                 \
+  X(gradTanh) X(gradRelu) X(gradGelu) X(gradErf) X(gradGeluExact)            \
+  X(gradSigmoid) X(gradAbs) X(gradCast)                                       \
   X(gradAdd) X(gradSub) X(gradMul) X(gradDiv) X(gradPow) X(gradMaximum)       \
   X(gradMinimum) X(gradWhere) X(gradMatMul) X(gradEinsum) X(gradSum)          \
   X(gradMean) X(gradMaxMin) X(gradSoftmax) X(gradLogSoftmax) X(gradLayerNorm) \

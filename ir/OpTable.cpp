@@ -59,7 +59,7 @@ static std::string ruleSame(const std::vector<TensorType>& in, AttrMap&, TensorT
     return "";                                                                            \
   }
 FLOAT_UNARY(exp) FLOAT_UNARY(log) FLOAT_UNARY(sqrt) FLOAT_UNARY(rsqrt) FLOAT_UNARY(tanh)
-FLOAT_UNARY(gelu) FLOAT_UNARY(erf) FLOAT_UNARY(sigmoid)
+FLOAT_UNARY(gelu) FLOAT_UNARY(erf) FLOAT_UNARY(gelu_exact) FLOAT_UNARY(sigmoid)
 #undef FLOAT_UNARY
 
 static std::string ruleNumericUnary(const std::vector<TensorType>& in, AttrMap&, TensorType& out) {
@@ -546,6 +546,7 @@ static std::vector<OpInfo> makeTable() {
       {K::Relu, "relu", "relu", C::Unary, {X}, ruleNumericUnary, gradRelu, shardBroadcasting, partitionLocal},
       {K::Gelu, "gelu", "gelu", C::Unary, {X}, rule_gelu, gradGelu, shardBroadcasting, partitionLocal, L::F32},
       {K::Erf, "erf", "erf", C::Unary, {X}, rule_erf, gradErf, shardBroadcasting, partitionLocal, L::F32},
+      {K::GeluExact, "gelu_exact", "gelu_exact", C::Unary, {X}, rule_gelu_exact, gradGeluExact, shardBroadcasting, partitionLocal, L::F32},
       {K::Sigmoid, "sigmoid", "sigmoid", C::Unary, {X}, rule_sigmoid, gradSigmoid, shardBroadcasting, partitionLocal, L::F32},
       {K::Abs, "abs", "abs", C::Unary, {X}, ruleNumericUnary, gradAbs, shardBroadcasting, partitionLocal},
       {K::Not, "not", nullptr, C::Unary, {X}, ruleNot, nullptr, shardBroadcasting, partitionLocal, L::Natural, nullptr, NotDifferentiable},

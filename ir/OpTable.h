@@ -40,7 +40,7 @@ namespace gsl::ir {
 #define GSL_OPS(X)                                                          \
   X(Param) X(Constant) X(Copy)                                              \
   X(Neg) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Tanh) X(Relu) X(Gelu) X(Erf)      \
-  X(Sigmoid) X(Abs) X(Not) X(Cast)                                          \
+  X(GeluExact) X(Sigmoid) X(Abs) X(Not) X(Cast)                             \
   X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Mod) X(Maximum) X(Minimum)           \
   X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge) X(And) X(Or) X(Where)                 \
   X(MatMul) X(Einsum)                                                       \

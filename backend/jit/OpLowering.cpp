@@ -362,6 +362,15 @@ class OpLowering : public GemmEmitter {
         }
         return b_.CreateCall(erff, {x});
       }
+      case OpKind::GeluExact: {  // 0.5 x (1 + erff(x / sqrt(2))), as the reference kernel
+        llvm::FunctionCallee erff = helper("erff", f32_, {f32_});
+        if (auto* fn = llvm::dyn_cast<llvm::Function>(erff.getCallee())) {
+          fn->setDoesNotAccessMemory();
+          fn->setWillReturn();
+        }
+        llvm::Value* e = b_.CreateCall(erff, {b_.CreateFMul(x, f32c((float)M_SQRT1_2))});
+        return b_.CreateFMul(b_.CreateFMul(f32c(0.5f), x), b_.CreateFAdd(f32c(1.0f), e));
+      }
       case OpKind::Sigmoid: {  // x >= 0 ? 1 / (1 + e^-x) : e^x / (1 + e^x), one exp(-|x|)
         llvm::Value* e = exp(b_.CreateFNeg(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x)));
         llvm::Value* d = b_.CreateFAdd(f32c(1.0f), e);

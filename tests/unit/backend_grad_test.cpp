@@ -312,6 +312,7 @@ TEST_CASE("gradients of unary ops") {
   SUBCASE("gelu") { checkGrad({arg(rnd({3, 4}, -3, 3, 8))}, unary(OpKind::Gelu)); }
   SUBCASE("sigmoid") { checkGrad({arg(rnd(s, -3, 3, 9))}, unary(OpKind::Sigmoid)); }
   SUBCASE("erf") { checkGrad({arg(rnd({3, 4}, -2.5, 2.5, 14))}, unary(OpKind::Erf)); }
+  SUBCASE("gelu_exact") { checkGrad({arg(rnd({3, 4}, -3, 3, 15))}, unary(OpKind::GeluExact)); }
   SUBCASE("abs") { checkGrad({arg(rndAway(s, 0.1, 2, 10))}, unary(OpKind::Abs)); }
   SUBCASE("copy") { checkGrad({arg(rnd(s, -2, 2, 11))}, unary(OpKind::Copy)); }
   SUBCASE("cast f32 -> f32") {

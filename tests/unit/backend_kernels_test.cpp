@@ -190,6 +190,9 @@ TEST_CASE("unary f32 ops match <cmath>") {
   // erf: values from Python's math.erf.
   checkF(run1(OpKind::Erf, {f32({4}, {-1.5f, -0.25f, 0.5f, 3.0f})}), {4},
          {-0.9661051464753108, -0.2763263901682369, 0.5204998778130465, 0.9999779095030014});
+  // gelu_exact: 0.5 x (1 + erf(x / sqrt(2))) from Python's math.erf.
+  checkF(run1(OpKind::GeluExact, {f32({4}, {-3.0f, -0.25f, 0.5f, 2.0f})}), {4},
+         {-0.00404969409489031, -0.10032341857926907, 0.34573123063700656, 1.9544997361036416});
   Tensor pos = f32({3}, {0.25f, 1.0f, 9.0f});
   checkF(run1(OpKind::Log, {pos}), {3}, {std::log(0.25), 0.0, std::log(9.0)});
   checkF(run1(OpKind::Sqrt, {pos}), {3}, {0.5, 1.0, 3.0});

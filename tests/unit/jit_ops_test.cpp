@@ -63,8 +63,8 @@ TEST_CASE("jit: unary f32 ops") {
   Tensor x = randF32({5, 37}, -4, 4);
   Tensor pos = randF32({5, 37}, 0.01f, 20, 5);
   Tensor small = randF32({64}, -0.2f, 0.2f, 6);  // tanh's series branch
-  for (OpKind k : {OpKind::Neg, OpKind::Exp, OpKind::Tanh, OpKind::Relu, OpKind::Gelu, OpKind::Erf, OpKind::Sigmoid,
-                   OpKind::Abs, OpKind::Copy}) {
+  for (OpKind k : {OpKind::Neg, OpKind::Exp, OpKind::Tanh, OpKind::Relu, OpKind::Gelu, OpKind::Erf, OpKind::GeluExact,
+                   OpKind::Sigmoid, OpKind::Abs, OpKind::Copy}) {
     checkOp(k, {x});
     checkOp(k, {specials()});
     checkOp(k, {small});

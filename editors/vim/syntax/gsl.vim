@@ -44,7 +44,7 @@ syn keyword gslBoolean      true false
 syn keyword gslPredefined   NP
 
 " Tensor builtins: the builtin names of ir/OpTable.cpp makeTable().
-syn keyword gslBuiltin      exp log sqrt rsqrt tanh relu gelu erf sigmoid abs cast
+syn keyword gslBuiltin      exp log sqrt rsqrt tanh relu gelu gelu_exact erf sigmoid abs cast
 syn keyword gslBuiltin      maximum minimum where matmul einsum
 syn keyword gslBuiltin      sum mean max min argmax softmax log_softmax layer_norm cumsum
 syn keyword gslBuiltin      reshape transpose concat slice broadcast one_hot take random_uniform
