@@ -1,5 +1,8 @@
 #include "ir/PartitionRules.h"
 
+#include <optional>
+#include <tuple>
+
 namespace gsl::ir {
 
 void partitionLocal(LocalBuilder& b, const Op& op) {
@@ -50,6 +53,204 @@ void partitionRandom(LocalBuilder& b, const Op& op) {
   Value* v = b.emit(OpKind::RandomUniform, {seed.v}, op.attrs);
   LocalValue whole = b.tag({v, Sharding::replicated("", op.result->type.rank())});
   b.setResult(b.reshard(whole, b.decided()));
+}
+
+}  // namespace gsl::ir
+
+// ---------------------------------------------------------------- shifts
+
+namespace gsl::ir {
+
+namespace {
+
+// A concat along dim d that shifts one value x (N rows on d) by k:
+// out[i] = x[(i + k) mod N], except rows [fillLo, fillHi), which hold the
+// splat `fillValue` (a shift; a rotation has no fill).
+struct Shift {
+  const Value* x = nullptr;
+  int d = 0;
+  int64_t k = 0;
+  bool hasFill = false;
+  double fillValue = 0;
+  int64_t fillLo = 0, fillHi = 0;
+};
+
+const Op* sliceAlong(const Value* v, int64_t d) {
+  const Op* o = v->def;
+  if (!o || o->kind != OpKind::Slice || o->attrs.getInt("axis") != d) return nullptr;
+  return o;
+}
+
+// The value of a tensor every element of which is the same constant
+// (a constant, or a broadcast of a scalar constant).
+std::optional<double> splatValue(const Value* v) {
+  const Op* o = v->def;
+  if (o && o->kind == OpKind::Broadcast && o->operands[0]->type.rank() == 0) o = o->operands[0]->def;
+  if (!o || o->kind != OpKind::Constant) return std::nullopt;
+  const Attr* a = o->attrs.get("value");
+  if (!a || std::holds_alternative<bool>(*a) || v->type.dtype == DType::Bool) return std::nullopt;
+  return o->attrs.getFloat("value");
+}
+
+Sharding decidedOf(const Value* v) {
+  if (!v->sharding) return Sharding::replicated("", v->type.rank());
+  Sharding s = *v->sharding;
+  s.partial.clear();
+  return s;
+}
+
+// `concat` as a shift, when its result is split along the concat dim
+// evenly and the slices it reads are used by it alone.
+std::optional<Shift> matchShift(LocalBuilder& b, const Op& concat) {
+  if (concat.kind != OpKind::Concat || concat.operands.size() != 2) return std::nullopt;
+  const int d = (int)concat.attrs.getInt("axis");
+  const Sharding s = decidedOf(concat.result);
+  if (s.mesh.empty() || s.dims[d].empty()) return std::nullopt;
+  const Shape local = b.localShape(concat.result->type, s);
+  if (local[d] <= 0 || concat.result->type.shape[d] % local[d] != 0) return std::nullopt;
+  auto onlyHere = [&](const Op* slice) {
+    auto u = b.users(slice->result);
+    return u.size() == 1 && u[0] == &concat;
+  };
+  const Value *a = concat.operands[0], *c = concat.operands[1];
+  const Op *s0 = sliceAlong(a, d), *s1 = sliceAlong(c, d);
+  Shift sh;
+  sh.d = d;
+  if (s0 && s1 && s0->operands[0] == s1->operands[0]) {  // a rotation
+    const int64_t n = s0->operands[0]->type.shape[d];
+    if (s0->attrs.getInt("end") != n || s1->attrs.getInt("start") != 0 ||
+        s1->attrs.getInt("end") != s0->attrs.getInt("start") || !onlyHere(s0) || !onlyHere(s1))
+      return std::nullopt;
+    sh.x = s0->operands[0];
+    sh.k = s0->attrs.getInt("start");
+    return sh;
+  }
+  if (s0 && !s1) {  // x[k:] then k rows of fill: a shift towards 0
+    const int64_t n = s0->operands[0]->type.shape[d];
+    auto f = splatValue(c);
+    if (!f || s0->attrs.getInt("end") != n || !onlyHere(s0)) return std::nullopt;
+    sh.x = s0->operands[0];
+    sh.k = s0->attrs.getInt("start");
+    sh.hasFill = true;
+    sh.fillValue = *f;
+    sh.fillLo = n - sh.k;
+    sh.fillHi = n;
+    return sh;
+  }
+  if (s1 && !s0) {  // k rows of fill then x[:n-k]: a shift away from 0
+    const int64_t n = s1->operands[0]->type.shape[d];
+    auto f = splatValue(a);
+    if (!f || s1->attrs.getInt("start") != 0 || !onlyHere(s1)) return std::nullopt;
+    sh.x = s1->operands[0];
+    const int64_t k = a->type.shape[d];
+    sh.k = n - k;
+    sh.hasFill = true;
+    sh.fillValue = *f;
+    sh.fillLo = 0;
+    sh.fillHi = k;
+    return sh;
+  }
+  return std::nullopt;
+}
+
+Value* constant(LocalBuilder& b, DType t, double v, Shape shape = {}) {
+  AttrMap at;
+  if (t == DType::I32) at.set("value", (int64_t)v);
+  else at.set("value", v);
+  return b.emitSource(OpKind::Constant, at, {t, std::move(shape)});
+}
+
+Value* sliceRows(LocalBuilder& b, Value* v, int d, int64_t start, int64_t end) {
+  AttrMap at;
+  at.set("axis", (int64_t)d);
+  at.set("start", start);
+  at.set("end", end);
+  return b.emit(OpKind::Slice, {v}, at);
+}
+
+Value* concatRows(LocalBuilder& b, Value* u, Value* v, int d) {
+  AttrMap at;
+  at.set("axis", (int64_t)d);
+  return b.emit(OpKind::Concat, {u, v}, at);
+}
+
+// The halo plan: x (resharded to the result's sharding `s`, blocks of `blk`
+// rows on d over n ranks) is rotated by k: member j's rows are the last
+// blk - r rows of block j + q and the first r rows of block j + q + 1
+// (k = q blk + r); only those move. A shift then masks its fill rows in.
+LocalValue haloShift(LocalBuilder& b, LocalValue x, const Shift& sh, const Sharding& s) {
+  const int d = sh.d;
+  const int64_t blk = x.v->type.shape[d];
+  const int64_t n = sh.x->type.shape[d] / blk;
+  const int64_t q = sh.k / blk, r = sh.k % blk;
+  Value* y = r ? sliceRows(b, x.v, d, r, blk) : x.v;
+  if (q % n) y = b.shiftAmongGroup(y, s, d, q % n);
+  if (r) {
+    Value* head = sliceRows(b, x.v, d, 0, r);
+    if ((q + 1) % n) head = b.shiftAmongGroup(head, s, d, (q + 1) % n);
+    y = concatRows(b, y, head, d);
+  }
+  if (sh.hasFill) {
+    // Global row of each local row: member * blk + i.
+    AttrMap cs;
+    cs.set("axis", (int64_t)0);
+    cs.set("exclusive", true);
+    Value* iota = b.emit(OpKind::CumSum, {constant(b, DType::I32, 1, {blk})}, cs);
+    Value* base = b.emit(OpKind::Mul, {b.memberIndex(s, d), constant(b, DType::I32, (double)blk)}, {});
+    Value* pos = b.emit(OpKind::Add, {iota, base}, {});
+    Shape col((size_t)x.v->type.rank(), 1);
+    col[d] = blk;
+    AttrMap rs;
+    rs.set("shape", col);
+    pos = b.emit(OpKind::Reshape, {pos}, rs);
+    Value* mask = sh.fillLo == 0 ? b.emit(OpKind::Lt, {pos, constant(b, DType::I32, (double)sh.fillHi)}, {})
+                                 : b.emit(OpKind::Ge, {pos, constant(b, DType::I32, (double)sh.fillLo)}, {});
+    y = b.emit(OpKind::Where, {mask, constant(b, x.v->type.dtype, sh.fillValue), y}, {});
+  }
+  return b.tag({y, s});
+}
+
+// The all_gather plan: x whole along d, the slices and the concat as
+// written, then the result split as decided. in[0] is x, in[1] the fill.
+LocalValue gatherShift(LocalBuilder& b, const std::vector<LocalValue>& in, const Op& concat, const Shift& sh,
+                       const Sharding& s) {
+  const int d = sh.d;
+  Sharding whole = s;
+  whole.dims[d].clear();
+  LocalValue x = b.reshard(in[0], whole);
+  std::vector<Value*> parts;
+  for (const Value* o : concat.operands) {
+    if (o->def && o->def->kind == OpKind::Slice && o->def->operands[0] == sh.x)
+      parts.push_back(sliceRows(b, x.v, d, o->def->attrs.getInt("start"), o->def->attrs.getInt("end")));
+    else
+      parts.push_back(b.reshard(in.at(1), whole).v);
+  }
+  LocalValue y = b.tag({concatRows(b, parts[0], parts[1], d), whole});
+  return b.reshard(y, s);
+}
+
+}  // namespace
+
+void partitionSlice(LocalBuilder& b, const Op& op) {
+  auto u = b.users(op.result);
+  if (u.size() == 1 && u[0] && matchShift(b, *u[0])) return b.fold();
+  partitionLocal(b, op);
+}
+
+void partitionConcat(LocalBuilder& b, const Op& op) {
+  auto sh = matchShift(b, op);
+  if (!sh) return partitionLocal(b, op);
+  const Sharding& s = b.decided();
+  // The inputs: x, and the fill operand of a shift (partitioned on its own;
+  // the gather plan reads it, the halo plan only its value).
+  std::vector<LocalValue> ins{b.local(sh->x)};
+  for (const Value* o : op.operands)
+    if (!(o->def && o->def->kind == OpKind::Slice && o->def->operands[0] == sh->x)) ins.push_back(b.local(o));
+  auto halo = [&](const std::vector<LocalValue>& in) { return haloShift(b, b.reshard(in[0], s), *sh, s); };
+  auto gather = [&](const std::vector<LocalValue>& in) { return gatherShift(b, in, op, *sh, s); };
+  LocalBuilder::Cost ch = b.dryRun(ins, halo), cg = b.dryRun(ins, gather);
+  bool useHalo = std::tie(ch.bytes, ch.flops, ch.memory) <= std::tie(cg.bytes, cg.flops, cg.memory);
+  b.setResult(useHalo ? halo(ins) : gather(ins));
 }
 
 }  // namespace gsl::ir

@@ -13,6 +13,7 @@
 // mean, a param read at its storage sharding). The partitioner itself holds
 // no per-op code. Collectives have no rule: they are made by partitioning.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,6 +74,28 @@ class LocalBuilder {
   // Records `v` (the local op made from `p`) as the result, laid out as
   // p.result (checks its shape against p.localShape).
   virtual void finish(const Op& op, const LocalPlan& p, Value* v) = 0;
+
+  // ---- for rules that look past one op (the halo exchange of a shift)
+  // The ops of the global function that use `v` (nullptr for a use as a
+  // function result).
+  virtual std::vector<const Op*> users(const Value* v) = 0;
+  // The op being partitioned makes no local value of its own: the single
+  // op that uses it computes what it needs from the op's operands.
+  virtual void fold() = 0;
+  // Each member j of the group of ranks splitting dim `d` of `s` receives
+  // `v` from member (j + q) mod n (a collective_permute; q mod n != 0).
+  virtual Value* shiftAmongGroup(Value* v, const Sharding& s, int d, int64_t q) = 0;
+  // An i32 tensor of shape [1] holding this rank's index in the group of
+  // ranks splitting dim `d` of `s` (its block of that dim); local ops only.
+  virtual Value* memberIndex(const Sharding& s, int d) = 0;
+  // What emitting a plan would cost one rank: `plan` runs on stand-ins for
+  // `inputs` in a scratch function and returns its local result, which is
+  // then costed (bytes sent, FLOPs, bytes held). Nothing is kept.
+  struct Cost {
+    uint64_t bytes = 0, flops = 0, memory = 0;
+  };
+  virtual Cost dryRun(const std::vector<LocalValue>& inputs,
+                      const std::function<LocalValue(const std::vector<LocalValue>&)>& plan) = 0;
 };
 
 // The rules (the table's `partition` column), each of signature
@@ -87,9 +110,18 @@ class LocalBuilder {
 //   partitionCopy        copy (@shard on an expression): a reshard only
 //   partitionRandom      random_uniform: every rank draws the global stream
 //                        from the replicated seed and keeps its block
+//   partitionSlice       slice: as partitionLocal, or folded into the concat
+//                        that uses it when that concat is a shift (below)
+//   partitionConcat      concat: a shift or rotation of one value along a
+//                        split dim (concat of two slices of it, or of a slice
+//                        and a splat fill) is a halo exchange: each rank gets
+//                        only the boundary rows it lacks from its neighbour
+//                        (collective_permute), and masks the fill in; the
+//                        all_gather plan is kept where it sends fewer bytes
 #define GSL_PARTITION_RULES(X)                                                \
   X(partitionLocal) X(partitionLocalShape) X(partitionMean) X(partitionParam) \
-  X(partitionConstant) X(partitionCopy) X(partitionRandom)
+  X(partitionConstant) X(partitionCopy) X(partitionRandom) X(partitionSlice)  \
+  X(partitionConcat)
 #define GSL_DECLARE_PARTITION_RULE(name) void name(LocalBuilder& b, const Op& op);
 GSL_PARTITION_RULES(GSL_DECLARE_PARTITION_RULE)
 #undef GSL_DECLARE_PARTITION_RULE

@@ -332,7 +332,7 @@ class Partitioner : public LocalBuilder {
     Sharding want = decided;
     if (want.mesh.empty()) want = Sharding::replicated(p.mesh, op.result->type.rank());
     out_->results.push_back(reshard(Local{v, rs}, want, {}).v);
-    Cost c = estimateCost(mod_, *out_);
+    gsl::passes::Cost c = estimateCost(mod_, *out_);
     out_ = std::move(saved);
     PlanCost pc;
     for (auto& [k, cc] : c.collectives) pc.bytes += cc.bytes;
@@ -508,6 +508,62 @@ class Partitioner : public LocalBuilder {
     return p;
   }
 
+  std::map<const Value*, std::vector<const Op*>> users_;  // of g_'s values, built on first use
+  std::set<const Op*> folded_;                             // ops whose user computes their part
+
+  std::vector<const Op*> users(const Value* v) override {
+    if (users_.empty()) {
+      for (const auto& o : g_.ops)
+        for (const Value* x : o->operands) users_[x].push_back(o.get());
+      for (const Value* r : g_.results) users_[r].push_back(nullptr);
+    }
+    auto it = users_.find(v);
+    return it == users_.end() ? std::vector<const Op*>{} : it->second;
+  }
+  void fold() override { folded_.insert(cur_); }
+
+  Value* shiftAmongGroup(Value* v, const Sharding& s, int d, int64_t q) override {
+    const auto& axes = s.dims[d];
+    int64_t n = product(s.mesh, axes);
+    std::vector<int64_t> perm(n);
+    for (int64_t j = 0; j < n; ++j) perm[j] = ((j + q) % n + n) % n;
+    AttrMap at = collectiveAttrs(s.mesh, axes);
+    at.set("perm", perm);
+    return emit(OpKind::CollectivePermute, {v}, at, cur_->loc);
+  }
+
+  Value* memberIndex(const Sharding& s, int d) override {
+    const auto& axes = s.dims[d];
+    int64_t n = product(s.mesh, axes);
+    AttrMap one;
+    one.set("value", (int64_t)1);
+    Value* ones = emitSource(OpKind::Constant, one, {DType::I32, {n}});
+    AttrMap cs;
+    cs.set("axis", (int64_t)0);
+    cs.set("exclusive", true);
+    Value* all = emit(OpKind::CumSum, {ones}, cs, cur_->loc);
+    AttrMap at = collectiveAttrs(s.mesh, axes);
+    at.set("dim", (int64_t)0);
+    return emit(OpKind::ShardSlice, {all}, at, cur_->loc);
+  }
+
+  Cost dryRun(const std::vector<LocalValue>& inputs,
+              const std::function<LocalValue(const std::vector<LocalValue>&)>& plan) override {
+    auto saved = std::move(out_);
+    out_ = std::make_unique<Function>();
+    std::vector<LocalValue> in;
+    for (const auto& l : inputs) in.push_back({out_->addArg(l.v->type), l.s});
+    LocalValue r = plan(in);
+    out_->results.push_back(r.v);
+    gsl::passes::Cost c = estimateCost(mod_, *out_);
+    out_ = std::move(saved);
+    Cost pc;
+    for (auto& [k, cc] : c.collectives) pc.bytes += cc.bytes;
+    pc.flops = c.flops;
+    pc.memory = c.peakActivationBytes;
+    return pc;
+  }
+
   void finish(const Op& op, const LocalPlan& p, Value* v) override {
     GSL_ASSERT(v->type.shape == p.localShape,
                std::string("partitioner: local ") + opName(op.kind) + " has shape " + shapeStr(v->type.shape) +
@@ -531,7 +587,8 @@ class Partitioner : public LocalBuilder {
     decided_ = normalize(op.result->sharding, op.result->type.rank());
     decided_.partial.clear();
     info.partition(*this, op);
-    GSL_ASSERT(map_.count(op.result), std::string("the partition rule of '") + info.mnemonic + "' set no result");
+    GSL_ASSERT(map_.count(op.result) || folded_.count(&op),
+               std::string("the partition rule of '") + info.mnemonic + "' set no result");
   }
 };
 
