@@ -95,6 +95,21 @@ TEST_CASE("cost model bytes = bytes counted at run time: each collective the par
   CHECK(checkBytes("np = 6\nmesh @m = [a: 2, b: 3]\n\n"
                    "func @f(%0: f32[12, 2] @shard(m, [(a, b), _])) -> (f32[12, 2] @shard(m, [(b, a), _])) {\n"
                    "  return %0\n}\n") == 2 * 2 * 4);
+  // collective_permute halo exchange: a rotation by 10 of 12 rows in blocks
+  // of 3 (two rows of the block 3 ranks on; the third row is local)
+  CHECK(checkBytes("np = 4\nmesh @m = [x: 4]\n\n"
+                   "func @f(%0: f32[12, 2] @shard(m, [x, _])) -> (f32[12, 2] @shard(m, [x, _])) {\n"
+                   "  %1 = slice %0 {axis = 0, end = 12, start = 10} : f32[2, 2]\n"
+                   "  %2 = slice %0 {axis = 0, end = 10, start = 0} : f32[10, 2]\n"
+                   "  %3 = concat %1, %2 {axis = 0} : f32[12, 2]\n  return %3\n}\n") == 2 * 2 * 4);
+  // ... and a shift by 5 with a zero fill: one row from the next block, two
+  // from the one after, the fill masked in locally
+  CHECK(checkBytes("np = 4\nmesh @m = [x: 4]\n\n"
+                   "func @f(%0: f32[12, 2] @shard(m, [x, _])) -> (f32[12, 2] @shard(m, [x, _])) {\n"
+                   "  %1 = slice %0 {axis = 0, end = 12, start = 5} : f32[7, 2]\n"
+                   "  %2 = constant {value = 0.0} : f32\n"
+                   "  %3 = broadcast %2 {shape = [5, 2]} : f32[5, 2]\n"
+                   "  %4 = concat %1, %3 {axis = 0} : f32[12, 2]\n  return %4\n}\n") == 3 * 2 * 4);
 }
 
 TEST_CASE("cost model bytes = bytes counted at run time: the plan search's choice is what runs") {
