@@ -253,4 +253,53 @@ void partitionConcat(LocalBuilder& b, const Op& op) {
   b.setResult(useHalo ? halo(ins) : gather(ins));
 }
 
+// ---------------------------------------------------------------- take
+
+// With the table's rows split over a group of n ranks (blocks of `rl`
+// rows), member j holds rows [j rl, (j + 1) rl): it gathers the ids in that
+// range from its block and zeros the rest; the members' results sum to the
+// whole (the plan's pending partial sum: one all_reduce, or a
+// reduce_scatter where the result is wanted split). An id outside the
+// whole table is passed on unchanged, so the local take reports it.
+void partitionTake(LocalBuilder& b, const Op& op) {
+  LocalPlan p = b.plan(op);
+  if (p.result.partial.empty()) {
+    b.finish(op, p, b.emit(op.kind, p.operands, op.attrs));
+    return;
+  }
+  if (p.partialGroup == 1) {  // rows "split" over axes of size one: the table is whole
+    Sharding whole = p.operandLayouts[0];
+    whole.dims[0].clear();
+    LocalValue t = b.reshard(b.local(op.operands[0]), whole);
+    p.result.partial.clear();
+    b.finish(op, p, b.emit(op.kind, {t.v, p.operands[1]}, op.attrs));
+    return;
+  }
+  Value *table = p.operands[0], *ids = p.operands[1];
+  const Sharding& ts = p.operandLayouts[0];
+  const int64_t rl = table->type.shape[0], rows = op.operands[0]->type.shape[0];
+  AttrMap scalar;
+  scalar.set("shape", Shape{});
+  Value* member = b.emit(OpKind::Reshape, {b.memberIndex(ts, 0)}, scalar);
+  Value* offset = b.emit(OpKind::Mul, {member, constant(b, DType::I32, (double)rl)}, {});
+  Value* local = b.emit(OpKind::Sub, {ids, offset}, {});
+  Value* zero = constant(b, DType::I32, 0);
+  auto within = [&](Value* v, int64_t n) {
+    return b.emit(OpKind::And,
+                  {b.emit(OpKind::Ge, {v, zero}, {}), b.emit(OpKind::Lt, {v, constant(b, DType::I32, (double)n)}, {})},
+                  {});
+  };
+  Value* mine = within(local, rl);
+  Value* safe = b.emit(OpKind::Where, {within(ids, rows), zero, ids}, {});
+  safe = b.emit(OpKind::Where, {mine, local, safe}, {});
+  Value* v = b.emit(OpKind::Take, {table, safe}, op.attrs);
+  Shape maskShape = ids->type.shape;
+  for (int d = 1; d < table->type.rank(); ++d) maskShape.push_back(1);
+  AttrMap ms;
+  ms.set("shape", maskShape);
+  Value* mask = b.emit(OpKind::Reshape, {mine}, ms);
+  v = b.emit(OpKind::Where, {mask, v, constant(b, table->type.dtype, 0)}, {});
+  b.finish(op, p, v);
+}
+
 }  // namespace gsl::ir

@@ -38,6 +38,7 @@ struct LocalPlan {
                                  // (mesh "": the op runs replicated)
   Shape localShape;              // the result's local shape under `result`
   int64_t partialGroup = 1;      // ranks whose partial results sum to the whole
+  std::vector<Sharding> operandLayouts;  // how each local operand lies
 };
 
 // The partitioner, as the rules see it. Ops are appended at the location of
@@ -112,6 +113,10 @@ class LocalBuilder {
 //                        from the replicated seed and keeps its block
 //   partitionSlice       slice: as partitionLocal, or folded into the concat
 //                        that uses it when that concat is a shift (below)
+//   partitionTake        take: as partitionLocal; with the table's rows split
+//                        (a partial-sum plan), each rank gathers the ids in
+//                        its row range and zeros the others (Megatron's
+//                        vocab-parallel embedding), the sum pending
 //   partitionConcat      concat: a shift or rotation of one value along a
 //                        split dim (concat of two slices of it, or of a slice
 //                        and a splat fill) is a halo exchange: each rank gets
@@ -121,7 +126,7 @@ class LocalBuilder {
 #define GSL_PARTITION_RULES(X)                                                \
   X(partitionLocal) X(partitionLocalShape) X(partitionMean) X(partitionParam) \
   X(partitionConstant) X(partitionCopy) X(partitionRandom) X(partitionSlice)  \
-  X(partitionConcat)
+  X(partitionConcat) X(partitionTake)
 #define GSL_DECLARE_PARTITION_RULE(name) void name(LocalBuilder& b, const Op& op);
 GSL_PARTITION_RULES(GSL_DECLARE_PARTITION_RULE)
 #undef GSL_DECLARE_PARTITION_RULE

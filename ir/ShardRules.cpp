@@ -242,8 +242,12 @@ DimLabels shardOneHot(const Op& op) {
 }
 
 DimLabels shardTake(const Op& op) {
+  // The table's row dim is contracted: split, each rank gathers the ids in
+  // its row range (zeros elsewhere) and the partial results sum to the
+  // whole (a vocab-parallel embedding; partitionTake).
   Builder b;
-  std::vector<int> table{b.freshUnsplittable()}, idx;
+  b.L.partialSum = true;
+  std::vector<int> table{b.fresh()}, idx;
   for (int d = 0; d < op.operands[1]->type.rank(); ++d) idx.push_back(b.fresh());
   b.L.result = idx;
   for (int d = 1; d < op.operands[0]->type.rank(); ++d) {

@@ -49,7 +49,7 @@ DimLabels dimLabels(const Op& op);
 //   shardReshape        groups of equal element count share their major dim
 //   shardTranspose      labels follow `perm`
 //   shardOneHot         the new class dim unsplittable
-//   shardTake           the table's row dim unsplittable
+//   shardTake           the table's row dim contracted (split: partial sums)
 //   shardRandom         result dims free, the seed scalar
 #define GSL_SHARD_RULES(X)                                                          \
   X(shardSource) X(shardBroadcasting) X(shardMatMul) X(shardEinsum)                \

@@ -421,7 +421,7 @@ class Partitioner : public LocalBuilder {
     };
     Plan alt = makePlan(op, L, decided, resultLabels, true);
     if (!known(alt)) plans.push_back(alt);
-    if (op.info().cls == OpClass::Contraction)
+    if (op.info().cls == OpClass::Contraction || op.info().cls == OpClass::DataMovement)  // take's rows
       for (auto& p : enumeratePlans(op, L, decided))
         if (!known(p)) plans.push_back(std::move(p));
     std::vector<PlanCost> costs;
@@ -500,8 +500,10 @@ class Partitioner : public LocalBuilder {
     Plan plan = L.partialSum ? choosePlan(op, L, decided_, resultLabels)
                              : makePlan(op, L, decided_, resultLabels, false);
     LocalPlan p;
-    for (size_t i = 0; i < op.operands.size(); ++i)
+    for (size_t i = 0; i < op.operands.size(); ++i) {
       p.operands.push_back(reshard(map_.at(op.operands[i]), plan.shardingFor(L.operands[i]), op.loc).v);
+      p.operandLayouts.push_back(plan.shardingFor(L.operands[i]));
+    }
     p.result = resultLayout(L, plan);
     p.localShape = shapeOf(op.result->type, p.result);
     if (!p.result.partial.empty()) p.partialGroup = product(plan.mesh, p.result.partial);
