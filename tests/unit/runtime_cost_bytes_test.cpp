@@ -144,3 +144,36 @@ TEST_CASE("cost model bytes = bytes counted at run time: the plan search's choic
     CHECK(plans.candidates.size() >= 3);
   }
 }
+
+TEST_CASE("cost model bytes = bytes counted at run time: vocab-parallel take against the replicated table") {
+  // A table split on its rows over 4: the plan search compares gathering the
+  // table (3 blocks of 16 x 8 floats, 1,536 B) with each rank's masked
+  // gather of its rows and one all_reduce of the f32[2, 5, 8] result
+  // (2 (4-1)/4 of 320 B = 480 B), and takes the latter.
+  const std::string text =
+      "np = 4\nmesh @m = [x: 4]\n\n"
+      "func @f(%0: f32[64, 8] @shard(m, [x, _]), %1: i32[2, 5] @replicate(m)) -> (f32[2, 5, 8] @replicate(m)) {\n"
+      "  %2 = take %0, %1 : f32[2, 5, 8]\n  return %2\n}\n";
+  uint64_t counted = checkBytes(text);
+  CHECK(counted == 480);
+  ir::IRParseResult r = ir::parseModule(text);
+  REQUIRE(r.module);
+  passes::runGlobalPipeline(*r.module);
+  ir::Function& f = *r.module->functions[0];
+  passes::propagateShardings(*r.module, f);
+  passes::OpPlans plans = passes::explainPlans(*r.module, f, f.ops.back()->result);
+  REQUIRE(plans.found);
+  bool sawReplicated = false;
+  for (const auto& c : plans.candidates) {
+    if (c.chosen) {
+      CHECK(c.cost.bytes == counted);
+      CHECK(c.result.partial == std::vector<std::string>{"x"});
+    }
+    if (c.operands[0].dims[0].empty()) {
+      sawReplicated = true;
+      CHECK(c.cost.bytes == 3 * 16 * 8 * 4);
+      CHECK(!c.chosen);
+    }
+  }
+  CHECK(sawReplicated);
+}
