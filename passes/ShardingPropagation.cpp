@@ -285,6 +285,94 @@ struct Propagator {
     return changed;
   }
 
+  // Rule 7: sharded preferred over replicated. After the fixed point, an op
+  // result whose sharding propagation gave it (not a user annotation, not
+  // returned by the function) and that leaves dim d unsplit takes the split
+  // of d that every one of its uses asks for (each user's backward
+  // proposal, rules 2-5), when the axes are free in the value and its
+  // producer can compute the smaller block without moving data: every
+  // operand dim carrying d's label is unsplit or split the same way, and no
+  // operand uses the axes on another dim. The uses then read the value as
+  // they want it (their reshard was a free local slice before) and the
+  // producer does 1/n of the work, with no collective added. Refined values
+  // cite their first user (backward) in the REPL's :sharding.
+  bool refineReplicated() {
+    std::map<const Value*, std::vector<Op*>> users;
+    std::set<const Value*> returned(f.results.begin(), f.results.end());
+    for (auto& op : f.ops)
+      for (Value* v : op->operands) users[v].push_back(op.get());
+    bool any = false;
+    for (auto it = f.ops.rbegin(); it != f.ops.rend(); ++it) {
+      Op& prod = **it;
+      if (prod.kind == OpKind::Loop || !prod.result) continue;
+      Value* v = prod.result;
+      if (!v->sharding || v->sharding->mesh.empty() || !v->shardingVia || returned.count(v)) continue;
+      const std::string mesh = v->sharding->mesh;
+      const auto& us = users[v];
+      if (us.empty()) continue;
+      // What each use asks of v (one proposal per operand slot).
+      std::vector<Sharding> asks;
+      bool ok = true;
+      for (Op* u : us) {
+        if (u->kind == OpKind::Loop || !u->result->sharding || u->result->sharding->mesh != mesh) {
+          ok = false;
+          break;
+        }
+        DimLabels L = dimLabels(*u);
+        for (size_t k = 0; k < u->operands.size(); ++k) {
+          if (u->operands[k] != v) continue;
+          std::vector<std::pair<const Sharding*, const std::vector<int>*>> srcs{{&*u->result->sharding, &L.result}};
+          for (size_t j = 0; j < u->operands.size(); ++j)
+            if (u->operands[j] != v && u->operands[j]->sharding && u->operands[j]->sharding->mesh == mesh)
+              srcs.push_back({&*u->operands[j]->sharding, &L.operands[j]});
+          std::map<int, std::vector<std::string>> axes;
+          collect(srcs, L, axes);
+          asks.push_back(build(mesh, v, L.operands[k], axes, L));
+        }
+      }
+      if (!ok || asks.empty()) continue;
+      Sharding s = *v->sharding;
+      std::set<std::string> used;
+      for (const auto& d : s.dims) used.insert(d.begin(), d.end());
+      DimLabels P = dimLabels(prod);
+      bool changed = false;
+      for (int d = 0; d < v->type.rank(); ++d) {
+        if (!s.dims[d].empty()) continue;
+        const auto& want = asks[0].dims[d];
+        if (want.empty()) continue;
+        bool agree = true;
+        for (const auto& a : asks) agree &= a.dims[d] == want;
+        for (const auto& a : want) agree &= !used.count(a);
+        if (!agree) continue;
+        // The producer computes the block without moving data.
+        const int label = P.result[d];
+        for (size_t i = 0; i < prod.operands.size() && agree; ++i) {
+          const auto& os = prod.operands[i]->sharding;
+          if (!os || os->mesh.empty()) continue;
+          if (os->mesh != mesh) {
+            agree = false;
+            break;
+          }
+          for (size_t e = 0; e < os->dims.size() && agree; ++e) {
+            if (P.operands[i][e] == label) agree &= os->dims[e].empty() || os->dims[e] == want;
+            else
+              for (const auto& a : want) agree &= std::find(os->dims[e].begin(), os->dims[e].end(), a) == os->dims[e].end();
+          }
+        }
+        if (!agree) continue;
+        s.dims[d] = want;
+        used.insert(want.begin(), want.end());
+        changed = true;
+      }
+      if (!changed) continue;
+      v->sharding = s;
+      v->shardingVia = us[0];
+      v->shardingSource = us[0]->result;
+      any = true;
+    }
+    return any;
+  }
+
   void run() {
     // Function results annotated by the user constrain the returned values.
     for (size_t i = 0; i < f.results.size(); ++i)
@@ -301,6 +389,8 @@ struct Propagator {
         propagateBody(*op);
         fixedPoint();
       }
+    for (size_t round = 0; round <= f.ops.size() && refineReplicated(); ++round) {
+    }
   }
 
   void fixedPoint() {
