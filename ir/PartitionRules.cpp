@@ -116,6 +116,10 @@ std::optional<Shift> matchShift(LocalBuilder& b, const Op& concat) {
   const Op *s0 = sliceAlong(a, d), *s1 = sliceAlong(c, d);
   Shift sh;
   sh.d = d;
+  // A shift or rotation keeps the size of the dim (a concat that grows or
+  // shrinks it moves each rank's window by a rank-dependent offset).
+  const Op* any = s0 ? s0 : s1;
+  if (!any || any->operands[0]->type.shape[d] != concat.result->type.shape[d]) return std::nullopt;
   if (s0 && s1 && s0->operands[0] == s1->operands[0]) {  // a rotation
     const int64_t n = s0->operands[0]->type.shape[d];
     if (s0->attrs.getInt("end") != n || s1->attrs.getInt("start") != 0 ||
