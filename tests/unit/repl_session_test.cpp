@@ -48,9 +48,12 @@ TEST_CASE("repl: where w1 lives and why, and what another sharding would cost") 
   // The chain of h back to the annotations of x and w1.
   CHECK(has(out, "mlp.h: @shard(m, [data, model])\n  <- relu(%2)\n  <- matmul(x, w1) from\n"));
   CHECK(has(out, "x @shard(m, [data, _]) annotated at " + mlpPath() + ":14:21"));
-  // :try: the all_reduce traffic grows; the session itself is unchanged.
+  // :try: the traffic grows (a reduce_scatter of the hidden layer's partial
+  // sums joins the all_reduce); the session itself is unchanged.
   CHECK(has(out, "param w1: @shard(m, [_, model]) -> @shard(m, [model, _])"));
-  CHECK(has(out, "all_reduce               1 call, 4,096 B   2 calls, 20,480 B"));
+  CHECK(has(out, "all_reduce               1 call, 4,096 B   1 call, 4,096 B"));
+  CHECK(has(out, "reduce_scatter                         -   1 call, 8,192 B"));
+  CHECK(has(out, "bytes sent (all kinds)           4,096 B          12,288 B"));
   CHECK(has(out, "machine model: 100 GFLOP/s per rank, 10 GB/s per link, 5 us latency per collective call"));
   CHECK(has(out, "fn mlp, per rank (np = 4):\n  flops                            526,336\n"));
 }
