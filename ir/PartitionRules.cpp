@@ -254,6 +254,14 @@ void partitionConcat(LocalBuilder& b, const Op& op) {
   auto gather = [&](const std::vector<LocalValue>& in) { return gatherShift(b, in, op, *sh, s); };
   LocalBuilder::Cost ch = b.dryRun(ins, halo), cg = b.dryRun(ins, gather);
   bool useHalo = std::tie(ch.bytes, ch.flops, ch.memory) <= std::tie(cg.bytes, cg.flops, cg.memory);
+  Sharding whole = s;
+  whole.dims[sh->d].clear();
+  std::vector<Sharding> atS{s}, atWhole{whole};
+  for (size_t i = 1; i < ins.size(); ++i) {
+    atS.push_back(ins[i].s);
+    atWhole.push_back(whole);
+  }
+  b.reportPlans({{atS, s, ch}, {atWhole, s, cg}}, useHalo ? 0 : 1);
   b.setResult(useHalo ? halo(ins) : gather(ins));
 }
 

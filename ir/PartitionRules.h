@@ -97,6 +97,15 @@ class LocalBuilder {
   };
   virtual Cost dryRun(const std::vector<LocalValue>& inputs,
                       const std::function<LocalValue(const std::vector<LocalValue>&)>& plan) = 0;
+  // For the REPL's :plans: a rule that chose among plans itself reports
+  // them (the layouts each plan reads its inputs at, its result's layout,
+  // its cost), `chosen` the index of the one taken.
+  struct PlanReport {
+    std::vector<Sharding> inputs;
+    Sharding result;
+    Cost cost;
+  };
+  virtual void reportPlans(const std::vector<PlanReport>& plans, size_t chosen) = 0;
 };
 
 // The rules (the table's `partition` column), each of signature

@@ -566,6 +566,19 @@ class Partitioner : public LocalBuilder {
     return pc;
   }
 
+  void reportPlans(const std::vector<PlanReport>& plans, size_t chosen) override {
+    if (target_ != cur_->result) return;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      PlanCandidate c;
+      c.operands = plans[i].inputs;
+      c.result = plans[i].result;
+      c.cost = {plans[i].cost.bytes, plans[i].cost.flops, plans[i].cost.memory};
+      c.chosen = i == chosen;
+      report_.candidates.push_back(std::move(c));
+    }
+    report_.found = true;
+  }
+
   void finish(const Op& op, const LocalPlan& p, Value* v) override {
     GSL_ASSERT(v->type.shape == p.localShape,
                std::string("partitioner: local ") + opName(op.kind) + " has shape " + shapeStr(v->type.shape) +

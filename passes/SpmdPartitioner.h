@@ -59,7 +59,7 @@ struct PlanCandidate {
 };
 
 struct OpPlans {
-  bool found = false;  // false: `v`'s op chooses no plan (not a contraction, sum or mean)
+  bool found = false;  // false: `v`'s op chooses no plan (not a contraction, sum, mean, take or a shift's concat)
   std::vector<PlanCandidate> candidates;
   std::string why;     // why the chosen one won, for a person
 };
