@@ -177,3 +177,31 @@ TEST_CASE("cost model bytes = bytes counted at run time: vocab-parallel take aga
   }
   CHECK(sawReplicated);
 }
+
+TEST_CASE("cost model bytes = bytes counted at run time: a rotation's plans (halo exchange against all_gather)") {
+  // :plans of the concat: the halo exchange (16 B: two rows of the block
+  // three ranks on) is chosen over gathering x (3 blocks of 3 x 2 floats, 72 B).
+  const std::string text =
+      "np = 4\nmesh @m = [x: 4]\n\n"
+      "func @f(%0: f32[12, 2] @shard(m, [x, _])) -> (f32[12, 2] @shard(m, [x, _])) {\n"
+      "  %1 = slice %0 {axis = 0, end = 12, start = 10} : f32[2, 2]\n"
+      "  %2 = slice %0 {axis = 0, end = 10, start = 0} : f32[10, 2]\n"
+      "  %3 = concat %1, %2 {axis = 0} : f32[12, 2]\n  return %3\n}\n";
+  uint64_t counted = checkBytes(text);
+  CHECK(counted == 16);
+  ir::IRParseResult r = ir::parseModule(text);
+  REQUIRE(r.module);
+  passes::runGlobalPipeline(*r.module);
+  ir::Function& f = *r.module->functions[0];
+  passes::propagateShardings(*r.module, f);
+  passes::OpPlans plans = passes::explainPlans(*r.module, f, f.ops.back()->result);
+  REQUIRE(plans.found);
+  REQUIRE(plans.candidates.size() == 2);
+  CHECK(plans.candidates[0].chosen);
+  CHECK(plans.candidates[0].cost.bytes == counted);
+  CHECK(plans.candidates[0].operands[0].dims[0] == std::vector<std::string>{"x"});
+  CHECK(!plans.candidates[1].chosen);
+  CHECK(plans.candidates[1].cost.bytes == 3 * 3 * 2 * 4);
+  CHECK(plans.candidates[1].operands[0].dims[0].empty());
+  CHECK(plans.why == "fewest bytes sent (16 B, the next sends 72 B)");
+}
