@@ -1,17 +1,97 @@
 #include "backend/Tensor.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 #include <functional>
+#include <mutex>
+#include <new>
+#include <unordered_map>
 
 #include "support/Diagnostics.h"
 
 namespace gsl::backend {
 
-Tensor::Tensor(const TensorType& t) : type_(t) {
-  buf_ = std::make_shared<std::vector<int32_t>>((size_t)t.numElements(), 0);
+namespace {
+
+// Freed buffers of kPooledBytes or more, by size in bytes (a multiple of
+// 64), for reuse by the next request of that size.
+class Pool {
+ public:
+  static Pool& get() {
+    static Pool* p = new Pool;  // never destroyed: buffers may outlive static destructors
+    return *p;
+  }
+  void* take(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(bytes);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= bytes;
+        reused_++;
+        return p;
+      }
+      allocated_++;
+    }
+    return alloc(bytes);
+  }
+  void give(void* p, size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cached_ + bytes <= kPoolMaxCachedBytes) {
+        free_[bytes].push_back(p);
+        cached_ += bytes;
+        return;
+      }
+    }
+    std::free(p);
+  }
+  TensorPoolStats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {reused_, allocated_, cached_};
+  }
+  static void* alloc(size_t bytes) {
+    void* p = std::aligned_alloc(64, bytes);
+    if (!p) throw std::bad_alloc();  // reported as out of memory by the host
+    return p;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  uint64_t cached_ = 0, reused_ = 0, allocated_ = 0;
+};
+
+size_t roundedBytes(size_t words) { return (std::max<size_t>(words, 1) * 4 + 63) / 64 * 64; }
+
+}  // namespace
+
+TensorPoolStats tensorPoolStats() { return Pool::get().stats(); }
+
+Tensor::Buffer::Buffer(size_t n) : words(n) {
+  const size_t bytes = roundedBytes(n);
+  data = static_cast<int32_t*>(bytes >= kPooledBytes ? Pool::get().take(bytes) : Pool::alloc(bytes));
 }
+
+Tensor::Buffer::~Buffer() {
+  const size_t bytes = roundedBytes(words);
+  if (bytes >= kPooledBytes) Pool::get().give(data, bytes);
+  else std::free(data);
+}
+
+Tensor::Tensor(const TensorType& t, bool zero) : type_(t) {
+  const size_t n = (size_t)t.numElements();
+  buf_ = std::make_shared<Buffer>(n);
+  if (zero && n) std::memset(buf_->data, 0, n * 4);
+}
+
+Tensor::Tensor(const TensorType& t) : Tensor(t, true) {}
+
+Tensor Tensor::uninitialized(const TensorType& t) { return Tensor(t, false); }
 
 Tensor Tensor::scalarF32(float v) {
   Tensor t(TensorType{DType::F32, {}});
@@ -29,13 +109,13 @@ Tensor Tensor::scalarBool(bool v) {
   return t;
 }
 Tensor Tensor::fromF32(const Shape& s, std::vector<float> v) {
-  Tensor t(TensorType{DType::F32, s});
+  Tensor t(TensorType{DType::F32, s}, false);
   GSL_ASSERT((int64_t)v.size() == t.size(), "fromF32: size mismatch");
   if (!v.empty()) std::memcpy(t.f32(), v.data(), v.size() * 4);
   return t;
 }
 Tensor Tensor::fromI32(const Shape& s, std::vector<int32_t> v) {
-  Tensor t(TensorType{DType::I32, s});
+  Tensor t(TensorType{DType::I32, s}, false);
   GSL_ASSERT((int64_t)v.size() == t.size(), "fromI32: size mismatch");
   if (!v.empty()) std::memcpy(t.i32(), v.data(), v.size() * 4);
   return t;
@@ -43,19 +123,19 @@ Tensor Tensor::fromI32(const Shape& s, std::vector<int32_t> v) {
 
 float* Tensor::f32() {
   GSL_ASSERT(type_.dtype == DType::F32, "f32() on a non-f32 tensor");
-  return reinterpret_cast<float*>(buf_->data());
+  return reinterpret_cast<float*>(buf_->data);
 }
 const float* Tensor::f32() const {
   GSL_ASSERT(type_.dtype == DType::F32, "f32() on a non-f32 tensor");
-  return reinterpret_cast<const float*>(buf_->data());
+  return reinterpret_cast<const float*>(buf_->data);
 }
 int32_t* Tensor::i32() {
   GSL_ASSERT(type_.dtype != DType::F32, "i32() on an f32 tensor");
-  return buf_->data();
+  return buf_->data;
 }
 const int32_t* Tensor::i32() const {
   GSL_ASSERT(type_.dtype != DType::F32, "i32() on an f32 tensor");
-  return buf_->data();
+  return buf_->data;
 }
 
 double Tensor::at(int64_t i) const {

@@ -1,6 +1,12 @@
 // A dense host tensor: a type plus a shared, 4-byte-per-element buffer
 // (f32 as float; i32 as int32_t; bool as int32_t 0/1), row-major. Copies
 // share the buffer; kernels always produce fresh tensors.
+//
+// Buffers of at least kPooledBytes come from a process-wide pool: a freed
+// buffer is kept (up to a bound on the bytes kept) and handed to the next
+// request of the same size, so that a training step, which allocates the
+// same sizes as the step before, touches no fresh pages (no page faults)
+// once warm. Smaller buffers come from malloc.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -20,6 +26,9 @@ class Tensor {
   Tensor() = default;
   // Zero-filled tensor of the given type.
   explicit Tensor(const TensorType& t);
+  // A tensor whose elements are unspecified, for a producer that writes
+  // every element (the JIT's results): no zero-fill.
+  static Tensor uninitialized(const TensorType& t);
   static Tensor scalarF32(float v);
   static Tensor scalarI32(int32_t v);
   static Tensor scalarBool(bool v);
@@ -30,15 +39,15 @@ class Tensor {
   DType dtype() const { return type_.dtype; }
   const Shape& shape() const { return type_.shape; }
   int rank() const { return type_.rank(); }
-  int64_t size() const { return (int64_t)(buf_ ? buf_->size() : 0); }
+  int64_t size() const { return (int64_t)(buf_ ? buf_->words : 0); }
   bool defined() const { return buf_ != nullptr; }
 
   float* f32();
   const float* f32() const;
   int32_t* i32();              // also bool
   const int32_t* i32() const;  // also bool
-  void* raw() { return buf_->data(); }
-  const void* raw() const { return buf_->data(); }
+  void* raw() { return buf_->data; }
+  const void* raw() const { return buf_->data; }
 
   // Element i as double (any dtype), for printing and tests.
   double at(int64_t i) const;
@@ -51,9 +60,34 @@ class Tensor {
   std::vector<int64_t> strides() const;
 
  private:
+  // 4-byte words (f32 is bit-cast), 64-byte aligned; returned to the pool
+  // (or freed) with the last tensor sharing it.
+  struct Buffer {
+    int32_t* data = nullptr;
+    size_t words = 0;
+    explicit Buffer(size_t words);
+    ~Buffer();
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+  };
+  Tensor(const TensorType& t, bool zero);
+
   TensorType type_;
-  std::shared_ptr<std::vector<int32_t>> buf_;  // 4-byte words; f32 is bit-cast
+  std::shared_ptr<Buffer> buf_;
 };
+
+// The buffer pool's counters, for tests and benchmarks.
+struct TensorPoolStats {
+  uint64_t reused = 0;       // requests served from the pool
+  uint64_t allocated = 0;    // pooled-size requests that allocated fresh memory
+  uint64_t cachedBytes = 0;  // bytes kept for reuse now
+};
+TensorPoolStats tensorPoolStats();
+// Requests of at least this many bytes go through the pool.
+constexpr size_t kPooledBytes = 64 * 1024;
+// At most this many bytes are kept for reuse; a freed buffer that would
+// exceed it is given back to the system.
+constexpr uint64_t kPoolMaxCachedBytes = uint64_t(1) << 30;
 
 // Shortest decimal text that reads back as the same float ("0.1", "1e-05", "3.0").
 std::string formatF32(float v);

@@ -1,12 +1,16 @@
 // JIT benchmarks, each against a reference measured in the same run:
 //   1. single-thread GFLOP/s of the JIT's matmul at 256..2048 vs Eigen's
 //      own product (ratio JIT/Eigen);
-//   2. a fused elementwise chain gelu(x * w + b) vs the same chain as Eigen
-//      array expressions, and vs memcpy of the same bytes (time ratios);
+//   2. a fused elementwise chain gelu(x * w + b) over 16M floats vs the
+//      same chain as Eigen array expressions, and vs memcpy of the same
+//      bytes (time ratios); the page faults (getrusage minflt) per call
+//      once warm;
 //   3. JIT compile time of the MLP and the Transformer training step.
 // The JIT runs with the options the GSL_JIT_* variables ask for (JitOptions.h),
 // e.g. GSL_JIT_GEMM=eigen to measure Eigen's GEMMs through the engine.
 #include <Eigen/Dense>
+
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cmath>
@@ -14,6 +18,7 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -88,14 +93,20 @@ static double compileMs(const std::string& path, int64_t np, std::map<std::strin
 
 int main(int argc, char** argv) {
   bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  // `bench_jit elementwise`: part 2 only (for paired runs).
+  const bool onlyElementwise = argc > 1 && std::string(argv[1]) == "elementwise";
   Eigen::setNbThreads(1);
   backend::KernelContext ctx;
   auto jit = backend::makeJitEngine(ctx, backend::jitOptionsFromEnvironment());
+  // The engine remembers compiled functions by address: every function
+  // benchmarked lives as long as it, so no two share an address.
+  std::vector<std::unique_ptr<ir::Function>> functions;
 
   std::printf("1. matmul, single thread, GFLOP/s (best of runs)\n");
   std::vector<int64_t> sizes = quick ? std::vector<int64_t>{64} : std::vector<int64_t>{256, 512, 1024, 2048};
+  if (onlyElementwise) sizes.clear();
   for (int64_t n : sizes) {
-    ir::Function f;
+    ir::Function& f = *functions.emplace_back(std::make_unique<ir::Function>());
     f.name = "mm" + std::to_string(n);
     auto* a = f.addArg({ir::DType::F32, {n, n}});
     auto* b = f.addArg({ir::DType::F32, {n, n}});
@@ -114,9 +125,9 @@ int main(int argc, char** argv) {
   }
 
   std::printf("2. fused elementwise gelu(x * w + b), f32\n");
-  int64_t N = quick ? (1 << 16) : (1 << 22);
+  int64_t N = quick ? (1 << 16) : (1 << 24);
   {
-    ir::Function f;
+    ir::Function& f = *functions.emplace_back(std::make_unique<ir::Function>());
     f.name = "chain";
     auto* x = f.addArg({ir::DType::F32, {N}});
     auto* w = f.addArg({ir::DType::F32, {N}});
@@ -124,7 +135,14 @@ int main(int argc, char** argv) {
     f.results = {op(f, ir::OpKind::Gelu, {op(f, ir::OpKind::Add, {op(f, ir::OpKind::Mul, {x, w}), b})})};
     auto X = randomTensor({N}), W = randomTensor({N}), Bv = randomTensor({N});
     jit->call(f, {X, W, Bv});
+    auto minflt = [] {
+      rusage u;
+      getrusage(RUSAGE_SELF, &u);
+      return (long)u.ru_minflt;
+    };
+    const long f0 = minflt();
     double tj = best(10, [&] { jit->call(f, {X, W, Bv}); });
+    const double faults = double(minflt() - f0) / 10;
     Eigen::Map<const Eigen::ArrayXf> ex(X.f32(), N), ew(W.f32(), N), eb(Bv.f32(), N);
     Eigen::ArrayXf out(N);
     const float c = std::sqrt(2.0f / (float)M_PI);
@@ -134,6 +152,10 @@ int main(int argc, char** argv) {
     };
     eigenChain();
     double te = best(10, eigenChain);
+    // The two must agree (a benchmark of a wrong result measures nothing).
+    const backend::Tensor got = jit->call(f, {X, W, Bv})[0];
+    double maxDiff = 0;
+    for (int64_t i = 0; i < N; ++i) maxDiff = std::max(maxDiff, (double)std::fabs(got.f32()[i] - out[i]));
     // memcpy of the same bytes: 3 arrays read, 1 written.
     std::vector<float> src(3 * N), dst(3 * N);
     std::vector<float> src1(N), dst1(N);
@@ -146,8 +168,11 @@ int main(int argc, char** argv) {
     std::printf("   %lld elements: JIT %.2f ms   Eigen expressions %.2f ms   memcpy of the bytes %.2f ms\n",
                 (long long)N, tj * 1e3, te * 1e3, tm * 1e3);
     std::printf("   ratio JIT/Eigen time = %.2f   ratio JIT/memcpy time = %.2f\n", tj / te, tj / tm);
+    std::printf("   page faults per JIT call once warm: %.1f (the result is %lld bytes); max |JIT - Eigen| = %.3g\n",
+                faults, (long long)N * 4, maxDiff);
   }
 
+  if (onlyElementwise) return 0;
   std::printf("3. JIT compile time (front end + partition + LLVM O3 of every function)\n");
   std::printf("   examples/mlp.gsl -np 4           : %8.1f ms\n", compileMs(GSL_SOURCE_DIR "/examples/mlp.gsl", 4, {}));
   std::printf("   examples/transformer.gsl -np 4   : %8.1f ms\n",

@@ -417,7 +417,9 @@ class JitEngine : public Engine {
     std::vector<void*> outputs(f.results.size(), nullptr);
     for (size_t j = 0; j < f.results.size(); ++j)
       if (c->results[j].kind == ResultSource::Computed) {
-        results[j] = Tensor(f.results[j]->type);
+        // The compiled code writes every element of a computed result
+        // (as it does of its workspace buffers, which are never cleared).
+        results[j] = Tensor::uninitialized(f.results[j]->type);
         outputs[j] = results[j].raw();
       }
     jit::CallContext rc;
