@@ -7,6 +7,8 @@
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/LLVMContext.h>
@@ -18,6 +20,7 @@
 #include <llvm/Support/xxhash.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
+#include <llvm/Transforms/Utils/SplitModule.h>
 
 #include <algorithm>
 #include <atomic>
@@ -27,6 +30,7 @@
 #include <future>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -84,12 +88,55 @@ std::string functionKey(const ir::Function& f) {
 
 // Bumped whenever the optimisation pipeline or the object format changes
 // in a way the generated LLVM IR does not show.
-constexpr const char* kPipelineVersion = "o3-aggressive-1";
+// (2: the objects of a module's code generation parts, packed, packObjects.)
+constexpr const char* kPipelineVersion = "parts-2";
+
+// Several object files as one cache entry: "gsl-objects N\n", then per
+// object its size in decimal and "\n", then the objects' bytes in order.
+std::string packObjects(const std::vector<std::string>& objects) {
+  std::string s = "gsl-objects " + std::to_string(objects.size()) + "\n";
+  for (const std::string& o : objects) s += std::to_string(o.size()) + "\n";
+  for (const std::string& o : objects) s += o;
+  return s;
+}
+
+// The inverse of packObjects; false if `blob` is not such a pack (the
+// cache's checksum makes that an internal error, but a foreign entry
+// written by another version with the same key must not crash).
+bool unpackObjects(const std::string& blob, std::vector<std::string>& objects) {
+  objects.clear();
+  const std::string magic = "gsl-objects ";
+  if (blob.compare(0, magic.size(), magic) != 0) return false;
+  size_t pos = magic.size();
+  auto number = [&](uint64_t& v) {
+    size_t end = blob.find('\n', pos);
+    if (end == std::string::npos || end == pos || end - pos > 19) return false;
+    v = 0;
+    for (size_t i = pos; i < end; ++i) {
+      if (blob[i] < '0' || blob[i] > '9') return false;
+      v = v * 10 + uint64_t(blob[i] - '0');
+    }
+    pos = end + 1;
+    return true;
+  };
+  uint64_t n = 0;
+  if (!number(n) || n == 0 || n > 1024) return false;
+  std::vector<uint64_t> sizes(n);
+  for (uint64_t& z : sizes)
+    if (!number(z)) return false;
+  for (uint64_t z : sizes) {
+    if (z > blob.size() - pos) return false;
+    objects.push_back(blob.substr(pos, z));
+    pos += z;
+  }
+  return pos == blob.size();
+}
 
 std::string optionsText(const JitOptions& o) {
   std::string s = "gemm=" + std::to_string(int(o.gemm)) + ";dot=" + std::to_string(o.dotLoopMacs) +
                   ";vw=" + std::to_string(o.vectorWidth) + ";fallback=";
   for (ir::OpKind k : o.fallbackOps) s += std::to_string(int(k)) + ",";
+  s += ";opt=" + std::to_string(o.optLevel) + ";codegen=" + std::to_string(o.codegenLevel);
   return s;
 }
 
@@ -115,8 +162,14 @@ int hostVectorWidth() {
 JitOptions resolve(const JitOptions& opts) {
   GSL_ASSERT(opts.vectorWidth == 0 || opts.vectorWidth == 4 || opts.vectorWidth == 8 || opts.vectorWidth == 16,
              "jit: JitOptions::vectorWidth must be 0, 4, 8 or 16, got " + std::to_string(opts.vectorWidth));
+  GSL_ASSERT(opts.optLevel >= 1 && opts.optLevel <= 3,
+             "jit: JitOptions::optLevel must be 1, 2 or 3, got " + std::to_string(opts.optLevel));
+  GSL_ASSERT(opts.codegenLevel >= 0 && opts.codegenLevel <= 3,
+             "jit: JitOptions::codegenLevel must be 0 to 3, got " + std::to_string(opts.codegenLevel));
   JitOptions r = opts;
   r.vectorWidth = opts.vectorWidth ? std::min(opts.vectorWidth, hostVectorWidth()) : hostVectorWidth();
+  GSL_ASSERT(opts.compileThreads >= 0, "jit: JitOptions::compileThreads must be at least 0");
+  if (!r.compileThreads) r.compileThreads = (int)std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
   return r;
 }
 
@@ -171,7 +224,7 @@ class Compiler {
     std::lock_guard<std::mutex> lock(compileMutex_);
     jit::Lowered l = jit::lowerFunction(f, "gsl_" + f.name, resolved);
     prepare(*l.module);
-    if (optimized) optimize(*l.module);
+    if (optimized) optimize(*l.module, resolved);
     std::string s;
     llvm::raw_string_ostream os(s);
     l.module->print(os, nullptr);
@@ -186,6 +239,7 @@ class Compiler {
     auto jtmb = expect(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
     jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
     tm_ = expect(jtmb.createTargetMachine(), "creating the target machine");
+    jtmb_ = std::make_unique<llvm::orc::JITTargetMachineBuilder>(jtmb);
     jit_ = expect(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(), "creating the LLJIT");
     // Every runtime helper is an absolute symbol of the main JITDylib.
     llvm::orc::SymbolMap syms;
@@ -207,8 +261,8 @@ class Compiler {
     }
   }
 
-  // The new pass manager's O3 pipeline.
-  void optimize(llvm::Module& m) {
+  // The new pass manager's pipeline at `o.optLevel`.
+  void optimize(llvm::Module& m, const JitOptions& o) {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
@@ -219,7 +273,10 @@ class Compiler {
     pb.registerFunctionAnalyses(fam);
     pb.registerLoopAnalyses(lam);
     pb.crossRegisterProxies(lam, fam, cgam, mam);
-    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+    const llvm::OptimizationLevel level = o.optLevel == 1   ? llvm::OptimizationLevel::O1
+                                          : o.optLevel == 2 ? llvm::OptimizationLevel::O2
+                                                            : llvm::OptimizationLevel::O3;
+    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(level);
     mpm.run(m, mam);
   }
 
@@ -236,8 +293,9 @@ class Compiler {
     return hash128(text);
   }
 
-  // The object file of an optimised module.
-  std::string emitObject(llvm::Module& m) {
+  // The object file of an optimised module, generated at `o.codegenLevel`.
+  std::string emitObject(llvm::Module& m, const JitOptions& o) {
+    tm_->setOptLevel(llvm::CodeGenOptLevel(o.codegenLevel));
     llvm::SmallVector<char, 0> buf;
     llvm::raw_svector_ostream os(buf);
     llvm::legacy::PassManager pm;
@@ -247,14 +305,81 @@ class Compiler {
     return std::string(buf.data(), buf.size());
   }
 
+  // Code generation of an optimised module into up to `o.compileThreads`
+  // objects, generated at once on as many threads: the module is split by
+  // function (llvm::SplitModule, round robin by size), each part goes to
+  // its thread as bitcode (an LLVMContext is not shared between threads)
+  // and gets a target machine of its own. Code is generated per function,
+  // so the parts' code is the code one object would hold. Its local
+  // symbols become hidden globals; they are renamed after `symbol` first,
+  // so that the parts of different programs, linked into one JITDylib,
+  // never define the same name.
+  std::vector<std::string> emitObjects(llvm::Module& m, const JitOptions& o, const std::string& symbol) {
+    size_t functions = 0;
+    for (llvm::Function& fn : m)
+      if (!fn.isDeclaration()) ++functions;
+    const unsigned parts = (unsigned)std::min<size_t>(std::max(1, o.compileThreads), functions);
+    if (parts <= 1) return {emitObject(m, o)};
+    for (llvm::GlobalValue& gv : m.global_values())
+      if (gv.hasLocalLinkage() && !gv.isDeclaration())
+        gv.setName(symbol + ".l." + (gv.hasName() ? gv.getName().str() : std::string("unnamed")));
+    std::vector<llvm::SmallVector<char, 0>> bitcode;
+    llvm::SplitModule(
+        m, parts,
+        [&](std::unique_ptr<llvm::Module> part) {
+          bitcode.emplace_back();
+          llvm::raw_svector_ostream os(bitcode.back());
+          llvm::WriteBitcodeToFile(*part, os);
+        },
+        /*PreserveLocals=*/false, /*RoundRobin=*/true);
+    std::vector<std::string> objects(bitcode.size());
+    std::vector<std::string> errors(bitcode.size());
+    auto generate = [&](size_t i) {
+      try {
+        llvm::LLVMContext ctx;
+        auto mod = llvm::parseBitcodeFile(
+            llvm::MemoryBufferRef(llvm::StringRef(bitcode[i].data(), bitcode[i].size()), "part"), ctx);
+        if (!mod) {
+          errors[i] = llvm::toString(mod.takeError());
+          return;
+        }
+        llvm::orc::JITTargetMachineBuilder b = *jtmb_;
+        b.setCodeGenOptLevel(llvm::CodeGenOptLevel(o.codegenLevel));
+        auto tm = b.createTargetMachine();
+        if (!tm) {
+          errors[i] = llvm::toString(tm.takeError());
+          return;
+        }
+        llvm::SmallVector<char, 0> buf;
+        llvm::raw_svector_ostream os(buf);
+        llvm::legacy::PassManager pm;
+        if ((*tm)->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile)) {
+          errors[i] = "the target cannot emit object files";
+          return;
+        }
+        pm.run(**mod);
+        objects[i].assign(buf.data(), buf.size());
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    };
+    std::vector<std::thread> threads;
+    for (size_t i = 1; i < bitcode.size(); ++i) threads.emplace_back(generate, i);
+    generate(0);
+    for (std::thread& t : threads) t.join();
+    for (const std::string& e : errors) GSL_ASSERT(e.empty(), "internal error: jit: parallel code generation: " + e);
+    return objects;
+  }
+
   // LLVM's two phases, timed for --trace and `gsl compile --time-passes`.
-  void optimizeAndEmit(llvm::Module& m, std::string& object) {
+  void optimizeAndEmit(llvm::Module& m, const JitOptions& o, const std::string& symbol,
+                       std::vector<std::string>& objects) {
     {
       trace::Scope s("jit", "optimise");
-      optimize(m);
+      optimize(m, o);
     }
     trace::Scope s("jit", "codegen");
-    object = emitObject(m);
+    objects = emitObjects(m, o, symbol);
   }
 
   std::shared_ptr<const Compiled> compile(const ir::Function& f, const JitOptions& resolved) {
@@ -293,7 +418,8 @@ class Compiler {
     // name, so a profile tells the programs' kernels apart.
     for (llvm::Function& fn : *l.module)
       if (!fn.isDeclaration() && fn.getName().starts_with("gsl_entry.")) fn.setName(symbol + fn.getName().substr(9).str());
-    std::string object;
+    std::string object;  // the cache entry: packObjects(objects)
+    std::vector<std::string> objects;
     bool loaded = false, linked = false;
     // An identical module may already be linked (checked again after
     // waiting for another process, as a thread may have linked it then).
@@ -307,6 +433,7 @@ class Compiler {
     if (!linked && cfg.enabled && !cfg.dir.empty()) {
       ObjectStore store(cfg.dir, cfg.maxBytes);
       ObjectStore::Found found = store.load(okey, object);
+      if (found == ObjectStore::Found::Hit && !unpackObjects(object, objects)) found = ObjectStore::Found::Invalid;
       if (found == ObjectStore::Found::Hit) {
         loaded = true;
       } else {
@@ -321,18 +448,19 @@ class Compiler {
         linked = linkedBefore();
         if (!linked) {
           ObjectStore::Found again = store.load(okey, object);
+          if (again == ObjectStore::Found::Hit && !unpackObjects(object, objects)) again = ObjectStore::Found::Invalid;
           if (again == ObjectStore::Found::Hit) {
             loaded = true;
           } else {
             if (found == ObjectStore::Found::Invalid || again == ObjectStore::Found::Invalid) rebuilt_++;
-            optimizeAndEmit(*l.module, object);
-            store.store(okey, object);
+            optimizeAndEmit(*l.module, resolved, symbol, objects);
+            store.store(okey, packObjects(objects));
             compiles_++;
           }
         }
       }
     } else if (!linked) {
-      optimizeAndEmit(*l.module, object);
+      optimizeAndEmit(*l.module, resolved, symbol, objects);
       compiles_++;
     }
     if (traced) traced.arg("source", std::string(linked ? "linked" : loaded ? "cache" : "llvm"));
@@ -340,7 +468,9 @@ class Compiler {
       if (loaded) loaded_++;
       ev.loaded = loaded;
       trace::Scope s("jit", "link");
-      expect(jit_->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, symbol)), "adding an object file");
+      for (size_t i = 0; i < objects.size(); ++i)
+        expect(jit_->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(objects[i], symbol + "." + std::to_string(i))),
+               "adding an object file");
       auto addr = expect(jit_->lookup(symbol), "looking up a compiled function");
       c->fn = addr.toPtr<jit::CompiledFn>();
       objects_.emplace(okey, c->fn);
@@ -366,6 +496,7 @@ class Compiler {
   }
 
   std::unique_ptr<llvm::TargetMachine> tm_;
+  std::unique_ptr<llvm::orc::JITTargetMachineBuilder> jtmb_;  // for code generation threads
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::mutex compileMutex_;  // the target machine, lowering and the LLJIT's compiles
   std::mutex cacheMutex_;

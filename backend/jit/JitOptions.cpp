@@ -26,6 +26,18 @@ JitOptions jitOptionsFromEnvironment() {
       name.clear();
     }
   }
+  if (const char* e = std::getenv("GSL_JIT_OPT")) {
+    int l = std::atoi(e);
+    if (l >= 1 && l <= 3) o.optLevel = l;
+  }
+  if (const char* e = std::getenv("GSL_JIT_CODEGEN")) {
+    int l = std::atoi(e);
+    if (*e >= '0' && *e <= '3' && l >= 0 && l <= 3) o.codegenLevel = l;
+  }
+  if (const char* e = std::getenv("GSL_JIT_COMPILE_THREADS")) {
+    int t = std::atoi(e);
+    if (t >= 1 && t <= 64) o.compileThreads = t;
+  }
   if (const char* e = std::getenv("GSL_JIT_VECTOR_WIDTH")) {
     int w = std::atoi(e);
     if (w == 4 || w == 8 || w == 16) o.vectorWidth = w;

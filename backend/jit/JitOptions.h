@@ -29,6 +29,19 @@ struct JitOptions {
   // Ops run by the reference kernel (gsl_rt_eval_op) although code could be
   // generated: tests the fallback that ops unknown to the generator take.
   std::vector<ir::OpKind> fallbackOps;
+  // LLVM's optimisation pipeline level (1, 2 or 3: the new pass manager's
+  // O1 / O2 / O3) and code generation level (0 None, 1 Less, 2 Default,
+  // 3 Aggressive), for every module the engine compiles. The defaults
+  // were chosen by measurement (bench/opt_levels.sh, docs/compile-cache.md):
+  // on examples/transformer.gsl, O2 with Less took 0.59x the CPU time of
+  // O3 with Aggressive to compile, and its training step 0.98x the time.
+  int optLevel = 2;
+  int codegenLevel = 1;
+  // Threads that generate a module's code at once (each a share of its
+  // functions; the objects are the same code as one thread would make).
+  // 0 asks the engine for the host's processors (at most 8). Not part of
+  // the cache key: an entry made with any count loads under any other.
+  int compileThreads = 0;
 
   bool operator==(const JitOptions&) const = default;
 };
@@ -36,7 +49,9 @@ struct JitOptions {
 // The defaults, changed by GSL_JIT_GEMM (`eigen` or `loops`, see GemmCode),
 // GSL_JIT_FALLBACK (comma-separated op mnemonics, see fallbackOps; unknown
 // names are ignored) and GSL_JIT_VECTOR_WIDTH (4, 8 or 16; other values
-// are ignored). Benchmarking and testing knobs.
+// are ignored), GSL_JIT_OPT (1, 2 or 3) and GSL_JIT_CODEGEN (0 to 3; see
+// optLevel and codegenLevel) and GSL_JIT_COMPILE_THREADS (1 to 64).
+// Benchmarking and testing knobs.
 JitOptions jitOptionsFromEnvironment();
 
 }  // namespace gsl::backend
