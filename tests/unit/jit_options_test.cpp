@@ -129,3 +129,50 @@ TEST_CASE("jit options: the GSL_JIT_* variables, read at the edge") {
   env.set("GSL_JIT_VECTOR_WIDTH", nullptr);
   CHECK(jitOptionsFromEnvironment() == JitOptions{});
 }
+
+TEST_CASE("jit options: optimisation levels and code generation threads give the same results") {
+  // Several kernels (a GEMM, an elementwise chain, a reduction, a softmax),
+  // so that several threads each generate a share of the functions, which
+  // then call each other across objects.
+  Builder b;
+  Value* x = b.arg(randIntF32({24, 16}, -4, 4, 61));
+  Value* w = b.arg(randIntF32({16, 20}, -4, 4, 62));
+  Value* mm = b.op(OpKind::MatMul, {x, w});
+  Value* t = b.op(OpKind::Tanh, {b.op(OpKind::Mul, {mm, mm})});
+  Value* s = b.op(OpKind::Sum, {mm}, attrs({{"axis", Ints{1}}}));
+  Value* sm = b.op(OpKind::Softmax, {t}, attrs({{"axis", int64_t(1)}}));
+  b.f.results = {mm, s, sm};
+  const std::vector<Tensor> ref = makeJitEngine({}, JitOptions{})->call(b.f, b.args);
+  const std::vector<Tensor> interp = interpret(b.f, b.args, {});
+  for (size_t i = 0; i < ref.size(); ++i) compareTensors(ref[i], interp[i], "default options vs the interpreter");
+  for (int threads : {1, 2, 3, 8})
+    for (auto [opt, cg] : {std::pair{3, 3}, std::pair{2, 1}, std::pair{1, 0}}) {
+      JitOptions o;
+      o.compileThreads = threads;
+      o.optLevel = opt;
+      o.codegenLevel = cg;
+      const std::vector<Tensor> got = makeJitEngine({}, o)->call(b.f, b.args);
+      REQUIRE(got.size() == ref.size());
+      // mm and its row sums are exact (small integers); the softmax
+      // within the tests' tolerance.
+      for (size_t i = 0; i < got.size(); ++i) compareTensors(got[i], ref[i], "threads/levels vs the default");
+    }
+}
+
+TEST_CASE("jit options: GSL_JIT_OPT, GSL_JIT_CODEGEN and GSL_JIT_COMPILE_THREADS") {
+  ScopedEnv env;
+  env.set("GSL_JIT_OPT", "3");
+  env.set("GSL_JIT_CODEGEN", "0");
+  env.set("GSL_JIT_COMPILE_THREADS", "5");
+  JitOptions o = jitOptionsFromEnvironment();
+  CHECK(o.optLevel == 3);
+  CHECK(o.codegenLevel == 0);
+  CHECK(o.compileThreads == 5);
+  env.set("GSL_JIT_OPT", "0");  // out of range: the defaults
+  env.set("GSL_JIT_CODEGEN", "x");
+  env.set("GSL_JIT_COMPILE_THREADS", "0");
+  o = jitOptionsFromEnvironment();
+  CHECK(o.optLevel == JitOptions{}.optLevel);
+  CHECK(o.codegenLevel == JitOptions{}.codegenLevel);
+  CHECK(o.compileThreads == 0);
+}
