@@ -35,7 +35,10 @@
 namespace gsl::backend {
 
 // An engine that runs code compiled with `opts` with `ctx` (params, seed,
-// rank, communicator, meshes); both are copied.
+// rank, communicator, meshes); both are copied. Every function it is called
+// with must outlive it: it remembers compiled code by the function's address,
+// so a function freed and another built at that address would run the first
+// one's code.
 std::unique_ptr<Engine> makeJitEngine(const KernelContext& ctx, const JitOptions& opts = {});
 
 // Number of functions compiled so far by this process (misses of both
