@@ -10,6 +10,7 @@
 #include <new>
 #include <unordered_map>
 
+#include "support/BF16.h"
 #include "support/Diagnostics.h"
 
 namespace gsl::backend {
@@ -84,9 +85,9 @@ Tensor::Buffer::~Buffer() {
 }
 
 Tensor::Tensor(const TensorType& t, bool zero) : type_(t) {
-  const size_t n = (size_t)t.numElements();
-  buf_ = std::make_shared<Buffer>(n);
-  if (zero && n) std::memset(buf_->data, 0, n * 4);
+  const size_t words = ((size_t)t.numElements() * ir::dtypeBytes(t.dtype) + 3) / 4;
+  buf_ = std::make_shared<Buffer>(words);
+  if (zero && words) std::memset(buf_->data, 0, words * 4);
 }
 
 Tensor::Tensor(const TensorType& t) : Tensor(t, true) {}
@@ -130,17 +131,26 @@ const float* Tensor::f32() const {
   return reinterpret_cast<const float*>(buf_->data);
 }
 int32_t* Tensor::i32() {
-  GSL_ASSERT(type_.dtype != DType::F32, "i32() on an f32 tensor");
+  GSL_ASSERT(type_.dtype == DType::I32 || type_.dtype == DType::Bool, "i32() on a float tensor");
   return buf_->data;
 }
 const int32_t* Tensor::i32() const {
-  GSL_ASSERT(type_.dtype != DType::F32, "i32() on an f32 tensor");
+  GSL_ASSERT(type_.dtype == DType::I32 || type_.dtype == DType::Bool, "i32() on a float tensor");
   return buf_->data;
+}
+uint16_t* Tensor::bf16() {
+  GSL_ASSERT(type_.dtype == DType::BF16, "bf16() on a non-bf16 tensor");
+  return reinterpret_cast<uint16_t*>(buf_->data);
+}
+const uint16_t* Tensor::bf16() const {
+  GSL_ASSERT(type_.dtype == DType::BF16, "bf16() on a non-bf16 tensor");
+  return reinterpret_cast<const uint16_t*>(buf_->data);
 }
 
 double Tensor::at(int64_t i) const {
   GSL_ASSERT(i >= 0 && i < size(), "Tensor::at out of range");
   if (type_.dtype == DType::F32) return f32()[i];
+  if (type_.dtype == DType::BF16) return bf16ToF32(bf16()[i]);
   return i32()[i];
 }
 
@@ -168,6 +178,7 @@ static std::string elemStr(const Tensor& t, int64_t i) {
     case DType::F32: return formatF32(t.f32()[i]);
     case DType::I32: return std::to_string(t.i32()[i]);
     case DType::Bool: return t.i32()[i] ? "true" : "false";
+    case DType::BF16: return formatF32(bf16ToF32(t.bf16()[i]));
   }
   return "?";
 }

@@ -1,6 +1,7 @@
-// A dense host tensor: a type plus a shared, 4-byte-per-element buffer
-// (f32 as float; i32 as int32_t; bool as int32_t 0/1), row-major. Copies
-// share the buffer; kernels always produce fresh tensors.
+// A dense host tensor: a type plus a shared buffer of 4-byte words, row-major
+// (f32 as float; i32 as int32_t; bool as int32_t 0/1; bf16 as packed 2-byte
+// uint16_t, ir::dtypeBytes). Copies share the buffer; kernels always
+// produce fresh tensors.
 //
 // Buffers of at least kPooledBytes come from a process-wide pool: a freed
 // buffer is kept (up to a bound on the bytes kept) and handed to the next
@@ -39,13 +40,18 @@ class Tensor {
   DType dtype() const { return type_.dtype; }
   const Shape& shape() const { return type_.shape; }
   int rank() const { return type_.rank(); }
-  int64_t size() const { return (int64_t)(buf_ ? buf_->words : 0); }
+  // Number of elements (0 for an undefined tensor).
+  int64_t size() const { return buf_ ? type_.numElements() : 0; }
+  // Bytes of the elements (size() * dtypeBytes).
+  size_t bytes() const { return (size_t)size() * (size_t)ir::dtypeBytes(type_.dtype); }
   bool defined() const { return buf_ != nullptr; }
 
   float* f32();
   const float* f32() const;
   int32_t* i32();              // also bool
   const int32_t* i32() const;  // also bool
+  uint16_t* bf16();
+  const uint16_t* bf16() const;
   void* raw() { return buf_->data; }
   const void* raw() const { return buf_->data; }
 

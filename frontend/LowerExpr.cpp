@@ -471,7 +471,7 @@ EV Sema::lowerBuiltin(Ctx& c, const ast::Expr& e, const OpInfo& op) {
         break;
       case ArgKind::DTypeArg:
         if (x->kind != ast::ExprKind::DType) {
-          err(c, startLoc(*x), std::string(op.builtin) + "'s '" + spec.name + "' must be a dtype (f32, i32 or bool)");
+          err(c, startLoc(*x), std::string(op.builtin) + "'s '" + spec.name + "' must be a dtype (f32, i32, bool or bf16)");
           ok = false;
         } else {
           at.set(spec.name, x->dtype);

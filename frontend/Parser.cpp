@@ -48,7 +48,7 @@ class ErrorListener : public antlr4::BaseErrorListener {
     if (t == "INT") return "an integer";
     if (t == "FLOAT") return "a number";
     if (t == "STRING") return "a string";
-    if (t == "DTYPE") return "a type (f32, i32, bool)";
+    if (t == "DTYPE") return "a type (f32, i32, bool, bf16)";
     return t;
   }
   // "{'a', ID}" or "'a'" -> "'a' or a name"; empty if the set is large.

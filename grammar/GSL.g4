@@ -99,7 +99,7 @@ index
     | lo=expr? ':' hi=expr?                                       # sliceIndex
     ;
 
-DTYPE  : 'f32' | 'i32' | 'bool' ;
+DTYPE  : 'f32' | 'i32' | 'bool' | 'bf16' ;
 ID     : [a-zA-Z_] [a-zA-Z_0-9]* ;
 FLOAT  : [0-9]+ '.' [0-9]+ EXP? | [0-9]+ EXP ;
 INT    : [0-9]+ ;

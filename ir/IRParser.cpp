@@ -315,9 +315,9 @@ class Parser {
 
   bool parseType(TensorType& t) {
     const Token& tt = peek();
-    if (tt.kind != Tok::Ident) return expected("a type (f32, i32 or bool)");
+    if (tt.kind != Tok::Ident) return expected("a type (f32, i32, bool or bf16)");
     auto d = parseDType(tt.text);
-    if (!d) return fail(tt, "unknown element type '" + tt.text + "' (expected f32, i32 or bool)");
+    if (!d) return fail(tt, "unknown element type '" + tt.text + "' (expected f32, i32, bool or bf16)");
     next();
     t = TensorType{*d, {}};
     if (isPunct("[")) {

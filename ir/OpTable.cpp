@@ -54,7 +54,7 @@ static std::string ruleSame(const std::vector<TensorType>& in, AttrMap&, TensorT
 
 #define FLOAT_UNARY(NAME)                                                                 \
   static std::string rule_##NAME(const std::vector<TensorType>& in, AttrMap&, TensorType& out) { \
-    if (auto e = needDType(in[0], {DType::F32}, #NAME); !e.empty()) return e;             \
+    if (auto e = needDType(in[0], {DType::F32, DType::BF16}, #NAME); !e.empty()) return e; \
     out = in[0];                                                                          \
     return "";                                                                            \
   }
@@ -63,7 +63,7 @@ FLOAT_UNARY(gelu) FLOAT_UNARY(erf) FLOAT_UNARY(gelu_exact) FLOAT_UNARY(sigmoid)
 #undef FLOAT_UNARY
 
 static std::string ruleNumericUnary(const std::vector<TensorType>& in, AttrMap&, TensorType& out) {
-  if (auto e = needDType(in[0], {DType::F32, DType::I32}, "this operation"); !e.empty()) return e;
+  if (auto e = needDType(in[0], {DType::F32, DType::I32, DType::BF16}, "this operation"); !e.empty()) return e;
   out = in[0];
   return "";
 }
@@ -101,7 +101,7 @@ static std::string ruleArith(const std::vector<TensorType>& in, AttrMap&, Tensor
 
 static std::string ruleDiv(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
   if (auto e = ruleArith(in, at, out); !e.empty()) return e;
-  if (in[0].dtype != DType::F32) return "div needs f32 operands, got " + ty(in[0]);
+  if (!isFloat(in[0].dtype)) return "div needs f32 or bf16 operands, got " + ty(in[0]);
   return "";
 }
 
@@ -132,8 +132,9 @@ static std::string ruleWhere(const std::vector<TensorType>& in, AttrMap&, Tensor
 
 static std::string ruleMatMul(const std::vector<TensorType>& in, AttrMap&, TensorType& out) {
   const TensorType &a = in[0], &b = in[1];
-  if (a.dtype != DType::F32 || b.dtype != DType::F32)
-    return "matmul needs f32 operands, got " + ty(a) + " and " + ty(b);
+  if (!isFloat(a.dtype) || !isFloat(b.dtype))
+    return "matmul needs f32 or bf16 operands, got " + ty(a) + " and " + ty(b);
+  if (auto e = sameDType(a, b); !e.empty()) return e;
   if (a.rank() < 1 || b.rank() < 1) return "matmul needs operands of rank >= 1, got " + ty(a) + " and " + ty(b);
   Shape sa = a.shape, sb = b.shape;
   if (sa.size() == 1) sa.insert(sa.begin(), 1);
@@ -145,7 +146,7 @@ static std::string ruleMatMul(const std::vector<TensorType>& in, AttrMap&, Tenso
   Shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2), batch;
   if (!broadcastShapes(ba, bb, batch))
     return "matmul batch dims of " + ty(a) + " and " + ty(b) + " cannot be broadcast together";
-  out.dtype = DType::F32;
+  out.dtype = a.dtype;  // bf16 @ bf16 accumulates in f32, rounds the result to bf16
   out.shape = batch;
   if (a.rank() > 1) out.shape.push_back(sa[sa.size() - 2]);
   if (b.rank() > 1) out.shape.push_back(sb.back());
@@ -208,7 +209,8 @@ static std::string ruleEinsum(const std::vector<TensorType>& in, AttrMap& at, Te
   std::map<char, int64_t> size;
   std::map<char, size_t> firstOperand;  // where each label's size came from
   for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i].dtype != DType::F32) return "einsum needs f32 operands, got " + ty(in[i]);
+    if (!isFloat(in[i].dtype)) return "einsum needs f32 or bf16 operands, got " + ty(in[i]);
+    if (auto e = sameDType(in[0], in[i]); !e.empty()) return "einsum: " + e;
     if ((int)es.inputs[i].size() != in[i].rank())
       return "einsum operand " + std::to_string(i + 1) + " has type " + ty(in[i]) + " but \"" +
              es.inputs[i] + "\" names " + std::to_string(es.inputs[i].size()) + " dims";
@@ -226,7 +228,7 @@ static std::string ruleEinsum(const std::vector<TensorType>& in, AttrMap& at, Te
       size[c] = in[i].shape[d];
     }
   }
-  out.dtype = DType::F32;
+  out.dtype = in.empty() ? DType::F32 : in[0].dtype;
   out.shape.clear();
   for (char c : es.output) out.shape.push_back(size[c]);
   return "";
@@ -252,7 +254,7 @@ static std::string canonAxes(AttrMap& at, int rank, const char* key = "axis") {
 }
 
 static std::string ruleReduce(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
-  if (auto e = needDType(in[0], {DType::F32, DType::I32}, "reduction"); !e.empty()) return e;
+  if (auto e = needDType(in[0], {DType::F32, DType::I32, DType::BF16}, "reduction"); !e.empty()) return e;
   if (auto e = canonAxes(at, in[0].rank()); !e.empty()) return e;
   if (!at.has("keepdims")) at.set("keepdims", false);
   bool keep = at.getBool("keepdims");
@@ -268,7 +270,7 @@ static std::string ruleReduce(const std::vector<TensorType>& in, AttrMap& at, Te
 }
 
 static std::string ruleMean(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
-  if (auto e = needDType(in[0], {DType::F32}, "mean"); !e.empty()) return e;
+  if (auto e = needDType(in[0], {DType::F32, DType::BF16}, "mean"); !e.empty()) return e;
   return ruleReduce(in, at, out);
 }
 
@@ -280,7 +282,7 @@ static std::string oneAxis(const TensorType& t, AttrMap& at, const char* key = "
 }
 
 static std::string ruleArgMax(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
-  if (auto e = needDType(in[0], {DType::F32, DType::I32}, "argmax"); !e.empty()) return e;
+  if (auto e = needDType(in[0], {DType::F32, DType::I32, DType::BF16}, "argmax"); !e.empty()) return e;
   if (in[0].rank() == 0) return "argmax needs a tensor of rank >= 1, got " + ty(in[0]);
   if (auto e = oneAxis(in[0], at); !e.empty()) return e;
   out.dtype = DType::I32;
@@ -290,7 +292,7 @@ static std::string ruleArgMax(const std::vector<TensorType>& in, AttrMap& at, Te
 }
 
 static std::string ruleSoftmax(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
-  if (auto e = needDType(in[0], {DType::F32}, "softmax"); !e.empty()) return e;
+  if (auto e = needDType(in[0], {DType::F32, DType::BF16}, "softmax"); !e.empty()) return e;
   if (in[0].rank() == 0) return "softmax needs a tensor of rank >= 1, got " + ty(in[0]);
   if (auto e = oneAxis(in[0], at); !e.empty()) return e;
   out = in[0];
@@ -298,7 +300,7 @@ static std::string ruleSoftmax(const std::vector<TensorType>& in, AttrMap& at, T
 }
 
 static std::string ruleLayerNorm(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
-  if (auto e = needDType(in[0], {DType::F32}, "layer_norm"); !e.empty()) return e;
+  if (auto e = needDType(in[0], {DType::F32, DType::BF16}, "layer_norm"); !e.empty()) return e;
   if (in[0].rank() == 0) return "layer_norm needs a tensor of rank >= 1, got " + ty(in[0]);
   if (auto e = canonAxes(at, in[0].rank()); !e.empty()) return e;
   if (!at.has("eps")) at.set("eps", 1e-5);
@@ -308,7 +310,7 @@ static std::string ruleLayerNorm(const std::vector<TensorType>& in, AttrMap& at,
 }
 
 static std::string ruleCumSum(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
-  if (auto e = needDType(in[0], {DType::F32, DType::I32}, "cumsum"); !e.empty()) return e;
+  if (auto e = needDType(in[0], {DType::F32, DType::I32, DType::BF16}, "cumsum"); !e.empty()) return e;
   if (in[0].rank() == 0) return "cumsum needs a tensor of rank >= 1, got " + ty(in[0]);
   if (auto e = oneAxis(in[0], at); !e.empty()) return e;
   if (!at.has("exclusive")) at.set("exclusive", false);

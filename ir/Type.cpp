@@ -9,6 +9,7 @@ const char* dtypeName(DType d) {
     case DType::F32: return "f32";
     case DType::I32: return "i32";
     case DType::Bool: return "bool";
+    case DType::BF16: return "bf16";
   }
   return "?";
 }
@@ -17,6 +18,7 @@ std::optional<DType> parseDType(std::string_view s) {
   if (s == "f32") return DType::F32;
   if (s == "i32") return DType::I32;
   if (s == "bool") return DType::Bool;
+  if (s == "bf16") return DType::BF16;
   return std::nullopt;
 }
 

@@ -8,10 +8,17 @@
 
 namespace gsl::ir {
 
-enum class DType { F32, I32, Bool };
+// BF16 is bfloat16: f32's sign and 8-bit exponent with a 7-bit stored
+// mantissa, 2 bytes per element (conversions: support/BF16.h).
+enum class DType { F32, I32, Bool, BF16 };
 
-const char* dtypeName(DType d);                       // "f32", "i32", "bool"
+const char* dtypeName(DType d);                       // "f32", "i32", "bool", "bf16"
 std::optional<DType> parseDType(std::string_view s);  // inverse of dtypeName
+// Bytes one element takes in memory and on the wire: 2 for bf16, else 4
+// (bool is an int32 0/1).
+inline int dtypeBytes(DType d) { return d == DType::BF16 ? 2 : 4; }
+// f32 and bf16: the dtypes float arithmetic is defined on.
+inline bool isFloat(DType d) { return d == DType::F32 || d == DType::BF16; }
 
 using Shape = std::vector<int64_t>;
 
@@ -24,6 +31,8 @@ struct TensorType {
   int64_t numElements() const;
   // False if the element count or byte size overflows 64 bits.
   bool sizeFits() const;
+  // Bytes of the whole tensor (numElements() * dtypeBytes(dtype)).
+  int64_t byteSize() const { return numElements() * dtypeBytes(dtype); }
   bool operator==(const TensorType& o) const { return dtype == o.dtype && shape == o.shape; }
   bool operator!=(const TensorType& o) const { return !(*this == o); }
   // "f32[2, 3]", scalars "f32".

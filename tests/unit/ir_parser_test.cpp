@@ -233,7 +233,7 @@ TEST_CASE("IR parser: error messages") {
   CHECK(parseError("np = 1\nfunc @f(%0: f32[2]) -> (f32[2]) {\n  %1 = copy %0 : f32[2]\n}\n") ==
         "4:1: expected an op '%ID = ...' or 'return', got '}'");
   CHECK(parseError("np = 1\nfunc @f(%0: f64[2]) -> (f32[2]) {\n  return %0\n}\n") ==
-        "2:13: unknown element type 'f64' (expected f32, i32 or bool)");
+        "2:13: unknown element type 'f64' (expected f32, i32, bool or bf16)");
   CHECK(parseError("np = 1\nfunc @f(%0: f32[-2]) -> (f32[2]) {\n  return %0\n}\n") ==
         "2:17: dimension -2 is negative");
   CHECK(parseError("np = 1\nfunc @f(%0: f32[4294967296, 4294967296]) -> () {\n  return\n}\n") ==

@@ -39,7 +39,7 @@ syn keyword gslStorage      param nextgroup=gslParamName skipwhite
 syn keyword gslStorage      let   nextgroup=gslLetName,gslLetTuple skipwhite
 syn keyword gslStorage      optimizer nextgroup=gslOptimizerName skipwhite
 syn keyword gslStorage      dataset   nextgroup=gslDatasetName   skipwhite
-syn keyword gslType         f32 i32 bool
+syn keyword gslType         f32 i32 bool bf16
 syn keyword gslBoolean      true false
 syn keyword gslPredefined   NP
 
