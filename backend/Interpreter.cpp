@@ -27,7 +27,7 @@ static std::vector<Tensor> runLoop(const ir::Op& op, const std::vector<Tensor>& 
     for (size_t m = 0; m < loop.outputs; ++m) {
       const Tensor& y = outs[loop.carried + m];
       if (y.size())
-        std::memcpy(static_cast<int32_t*>(stacked[m].raw()) + i * y.size(), y.raw(), (size_t)y.size() * 4);
+        std::memcpy(static_cast<char*>(stacked[m].raw()) + i * y.bytes(), y.raw(), y.bytes());
     }
   }
   std::vector<Tensor> results(args.begin() + 1, args.begin() + 1 + (std::ptrdiff_t)loop.carried);

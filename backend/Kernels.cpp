@@ -11,9 +11,12 @@
 //
 // Conventions: the result type is always `op.result->type` (inferred and
 // canonicalised by the op table, so axes are non-negative and sorted, the
-// reshape target has no -1, ...). All element types are 4 bytes wide (bool
+// reshape target has no -1, ...). f32, i32 and bool are 4 bytes wide (bool
 // is an int32 0/1), so data movement works on raw 32-bit words whatever the
-// dtype. i32 arithmetic wraps (two's complement) instead of invoking C++
+// dtype. bf16 (2 bytes) is evaluated by `evalOp` in f32: its operands are
+// widened (exactly), the f32 kernel runs, and a bf16 result is rounded to
+// nearest even, so elementwise ops compute in f32 and round once,
+// reductions and contractions accumulate in f32. i32 arithmetic wraps (two's complement) instead of invoking C++
 // undefined behaviour. Reductions accumulate in double (f32) or wrapping
 // int32 (i32); einsum accumulates in float; matmul uses Eigen's float
 // product.
@@ -36,6 +39,7 @@
 #include "backend/Engine.h"
 #include "backend/LoopKernels.h"
 #include "backend/Random.h"
+#include "support/BF16.h"
 #include "support/Diagnostics.h"
 
 namespace gsl::backend {
@@ -155,7 +159,19 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& perm) {
 Tensor retype(const Tensor& x, const TensorType& t) {
   Tensor out(t);
   GSL_ASSERT(out.size() == x.size(), "retype: element count mismatch");
-  if (x.size()) std::memcpy(out.raw(), x.raw(), (size_t)x.size() * 4);
+  if (x.size()) std::memcpy(out.raw(), x.raw(), x.bytes());
+  return out;
+}
+
+// bf16 <-> f32 (widening is exact; narrowing rounds to nearest even).
+Tensor widenToF32(const Tensor& x) {
+  Tensor out(TensorType{DType::F32, x.shape()});
+  widenBF16(x.bf16(), out.f32(), x.size());
+  return out;
+}
+Tensor narrowToBF16(const Tensor& x) {
+  Tensor out(TensorType{DType::BF16, x.shape()});
+  narrowBF16(x.f32(), out.bf16(), x.size());
   return out;
 }
 
@@ -202,9 +218,12 @@ Tensor unaryI32(const Tensor& x, const TensorType& rt, int32_t (*fn)(int32_t)) {
 }
 
 Tensor cast(const Tensor& x, const TensorType& rt) {
+  if (x.dtype() == rt.dtype) return retype(x, rt);
+  // bf16 goes through f32: widen first, or cast to f32 and round.
+  if (x.dtype() == DType::BF16) return cast(widenToF32(x), rt);
+  if (rt.dtype == DType::BF16) return narrowToBF16(cast(x, TensorType{DType::F32, rt.shape}));
   Tensor out(rt);
   const int64_t n = x.size();
-  if (x.dtype() == rt.dtype) return retype(x, rt);
   if (x.dtype() == DType::F32) {
     const float* a = x.f32();
     int32_t* r = out.i32();
@@ -749,13 +768,31 @@ Tensor randomUniform(const Tensor& seed, const KernelContext& ctx, const TensorT
 
 // ================================================================ dispatch
 
+static Tensor evalAs(const ir::Op& op, const std::vector<Tensor>& in, const KernelContext& ctx,
+                     const TensorType& rt);
+
 Tensor evalOp(const ir::Op& op, const std::vector<Tensor>& in, const KernelContext& ctx) {
   GSL_ASSERT(op.result, "evalOp: op without a result");
-  const TensorType& rt = op.result->type;
-  const ir::AttrMap& at = op.attrs;
   GSL_ASSERT(in.size() == op.operands.size(),
              std::string("evalOp: ") + op.info().mnemonic + " got the wrong number of inputs");
   if (op.info().cls == ir::OpClass::Collective) return evalCollective(op, in[0], ctx);
+  const TensorType& rt = op.result->type;
+  bool bf16 = rt.dtype == DType::BF16;
+  for (const Tensor& t : in) bf16 |= t.dtype() == DType::BF16;
+  if (!bf16 || op.kind == OpKind::Cast) return evalAs(op, in, ctx, rt);
+  // bf16: the f32 kernel on widened operands, the result rounded once.
+  std::vector<Tensor> wide;
+  wide.reserve(in.size());
+  for (const Tensor& t : in) wide.push_back(t.dtype() == DType::BF16 ? widenToF32(t) : t);
+  TensorType wt = rt;
+  if (bf16 && rt.dtype == DType::BF16) wt.dtype = DType::F32;
+  Tensor r = evalAs(op, wide, ctx, wt);
+  return rt.dtype == DType::BF16 ? narrowToBF16(r) : r;
+}
+
+static Tensor evalAs(const ir::Op& op, const std::vector<Tensor>& in, const KernelContext& ctx,
+                     const TensorType& rt) {
+  const ir::AttrMap& at = op.attrs;
   auto need = [&](size_t n) {
     GSL_ASSERT(in.size() == n, std::string("evalOp: ") + op.info().mnemonic + " expects " +
                                    std::to_string(n) + " operands");

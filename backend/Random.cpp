@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "support/BF16.h"
 #include "support/Diagnostics.h"
 
 namespace gsl::backend {
@@ -121,6 +122,11 @@ Tensor initParam(const ir::Param& p, uint64_t seed) {
     case DType::Bool: {
       int32_t* d = t.i32();
       for (int64_t i = 0; i < n; ++i) d[i] = elem(i) != 0.0 ? 1 : 0;
+      break;
+    }
+    case DType::BF16: {  // params are f32; kept total for any future bf16 initialiser
+      uint16_t* d = t.bf16();
+      for (int64_t i = 0; i < n; ++i) d[i] = f32ToBF16((float)elem(i));
       break;
     }
   }
