@@ -112,12 +112,25 @@ void markLive(const ir::Function& f, BufferPlan& p) {
   }
 }
 
-// Ops sent to the reference kernel by JitOptions::fallbackOps.
+// Whether generated code handles this op's dtypes. An op with bf16
+// operands or results (other than a collective, which moves raw elements)
+// is evaluated by the reference kernel, which computes in f32 and rounds
+// once.
+bool generatedForDType(const ir::Op& op) {
+  if (op.info().cls == ir::OpClass::Collective || op.kind == OpKind::Loop) return true;
+  bool bf16 = op.result && op.result->type.dtype == DType::BF16;
+  for (IRValue v : op.operands) bf16 |= v->type.dtype == DType::BF16;
+  return !bf16;
+}
+
+// Ops sent to the reference kernel: JitOptions::fallbackOps, and ops on
+// dtypes the generated code does not handle (generatedForDType).
 void markFallback(const ir::Function& f, const JitOptions& opts, BufferPlan& p) {
   const size_t n = f.ops.size();
   p.fallback.assign(n, false);
   for (size_t i = 0; i < n; ++i)
-    p.fallback[i] = std::find(opts.fallbackOps.begin(), opts.fallbackOps.end(), f.ops[i]->kind) != opts.fallbackOps.end() &&
+    p.fallback[i] = (std::find(opts.fallbackOps.begin(), opts.fallbackOps.end(), f.ops[i]->kind) != opts.fallbackOps.end() ||
+                     !generatedForDType(*f.ops[i])) &&
                     f.ops[i]->kind != OpKind::Loop;  // no reference kernel: its body's ops follow the list
 }
 
@@ -267,7 +280,7 @@ std::unordered_map<IRValue, size_t> lastReaders(const ir::Function& f, const Use
   return lastUse;
 }
 
-size_t bytesOf(IRValue v) { return (size_t)v->type.numElements() * 4; }
+size_t bytesOf(IRValue v) { return (size_t)v->type.byteSize(); }
 
 // The temp bytes an op needs during its own execution.
 size_t tempBytes(const ir::Op& op, const BufferPlan& p, size_t i) {
@@ -320,7 +333,7 @@ bool isElementwise(OpKind k) {
   return c == OpClass::Unary || c == OpClass::Binary || c == OpClass::Ternary || k == OpKind::Broadcast;
 }
 
-size_t bytesOf(IRValue v) { return (size_t)v->type.numElements() * 4; }
+size_t bytesOf(IRValue v) { return (size_t)v->type.byteSize(); }
 
 BufferPlan planBuffers(const ir::Function& f, const JitOptions& opts) {
   BufferPlan p;

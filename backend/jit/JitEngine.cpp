@@ -2,6 +2,7 @@
 // functions, the persistent object cache (ObjectCache.h) behind it, and
 // the Engine that calls compiled code.
 #include "backend/jit/JitEngine.h"
+#include "backend/jit/BF16Gemm.h"
 
 #include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
@@ -137,6 +138,7 @@ std::string optionsText(const JitOptions& o) {
                   ";vw=" + std::to_string(o.vectorWidth) + ";fallback=";
   for (ir::OpKind k : o.fallbackOps) s += std::to_string(int(k)) + ",";
   s += ";opt=" + std::to_string(o.optLevel) + ";codegen=" + std::to_string(o.codegenLevel);
+  if (o.bf16Dot > 0) s += ";bf16dot";
   return s;
 }
 
@@ -170,6 +172,7 @@ JitOptions resolve(const JitOptions& opts) {
   r.vectorWidth = opts.vectorWidth ? std::min(opts.vectorWidth, hostVectorWidth()) : hostVectorWidth();
   GSL_ASSERT(opts.compileThreads >= 0, "jit: JitOptions::compileThreads must be at least 0");
   if (!r.compileThreads) r.compileThreads = (int)std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  r.bf16Dot = opts.bf16Dot != 0 && jit::cpuHasAvx512Bf16() ? 1 : 0;
   return r;
 }
 

@@ -42,6 +42,9 @@ JitOptions jitOptionsFromEnvironment() {
     int w = std::atoi(e);
     if (w == 4 || w == 8 || w == 16) o.vectorWidth = w;
   }
+  if (const char* e = std::getenv("GSL_JIT_BF16")) {  // "portable": no vdpbf16ps
+    if (std::strcmp(e, "portable") == 0) o.bf16Dot = 0;
+  }
   return o;
 }
 

@@ -42,6 +42,11 @@ struct JitOptions {
   // 0 asks the engine for the host's processors (at most 8). Not part of
   // the cache key: an entry made with any count loads under any other.
   int compileThreads = 0;
+  // bf16 matmul by vdpbf16ps (backend/jit/BF16Gemm.h) rather than the
+  // reference kernel (operands widened to f32): -1 asks the engine (true
+  // when the host CPU has AVX512_BF16), 0 never, 1 is narrowed to the host
+  // as vectorWidth is. Code generation takes the resolved 0 or 1.
+  int bf16Dot = -1;
 
   bool operator==(const JitOptions&) const = default;
 };
@@ -50,8 +55,8 @@ struct JitOptions {
 // GSL_JIT_FALLBACK (comma-separated op mnemonics, see fallbackOps; unknown
 // names are ignored) and GSL_JIT_VECTOR_WIDTH (4, 8 or 16; other values
 // are ignored), GSL_JIT_OPT (1, 2 or 3) and GSL_JIT_CODEGEN (0 to 3; see
-// optLevel and codegenLevel) and GSL_JIT_COMPILE_THREADS (1 to 64).
-// Benchmarking and testing knobs.
+// optLevel and codegenLevel), GSL_JIT_COMPILE_THREADS (1 to 64) and
+// GSL_JIT_BF16 (`portable`: bf16Dot = 0). Benchmarking and testing knobs.
 JitOptions jitOptionsFromEnvironment();
 
 }  // namespace gsl::backend

@@ -87,8 +87,9 @@ void LoopLowering::emitDynamicIndex(Emitter& e, const ir::Op& op) {
   const int64_t rows = x->type.shape[0], row = op.result->type.numElements();
   llvm::BasicBlock* done = nullptr;
   llvm::Value* i = rowIndex(e, op, op.operands[1], rows, done);
-  llvm::Value* src = e.gep(e.i32_, e.ptr(x), e.b_.CreateMul(i, e.i64c(row)));
-  e.b_.CreateMemCpy(e.ptr(op.result), llvm::Align(4), src, llvm::Align(4), e.i64c(row * 4));
+  const int64_t rowBytes = row * ir::dtypeBytes(x->type.dtype);
+  llvm::Value* src = e.gep(e.b_.getInt8Ty(), e.ptr(x), e.b_.CreateMul(i, e.i64c(rowBytes)));
+  e.b_.CreateMemCpy(e.ptr(op.result), llvm::Align(2), src, llvm::Align(2), e.i64c(rowBytes));
   e.b_.CreateBr(done);
   e.b_.SetInsertPoint(done);
 }
@@ -99,9 +100,10 @@ void LoopLowering::emitDynamicUpdate(Emitter& e, const ir::Op& op) {
   llvm::BasicBlock* done = nullptr;
   llvm::Value* i = rowIndex(e, op, op.operands[2], rows, done);
   llvm::Value* out = e.ptr(op.result);
-  e.b_.CreateMemCpy(out, llvm::Align(4), e.ptr(x), llvm::Align(4), e.i64c(rows * row * 4));
-  e.b_.CreateMemCpy(e.gep(e.i32_, out, e.b_.CreateMul(i, e.i64c(row))), llvm::Align(4), e.ptr(u), llvm::Align(4),
-                    e.i64c(row * 4));
+  const int64_t rowBytes = row * ir::dtypeBytes(x->type.dtype);
+  e.b_.CreateMemCpy(out, llvm::Align(2), e.ptr(x), llvm::Align(2), e.i64c(rows * rowBytes));
+  e.b_.CreateMemCpy(e.gep(e.b_.getInt8Ty(), out, e.b_.CreateMul(i, e.i64c(rowBytes))), llvm::Align(2), e.ptr(u),
+                    llvm::Align(2), e.i64c(rowBytes));
   e.b_.CreateBr(done);
   e.b_.SetInsertPoint(done);
 }
@@ -143,7 +145,7 @@ extern "C" int32_t gsl_rt_loop(void* ctx, int64_t opIndex, void* bodyPtr, const 
     std::vector<Buffer> cur, next;
     std::vector<size_t> carriedBytes;
     for (size_t j = 0; j < info.carried; ++j) {
-      const size_t n = (size_t)op.operands[j]->type.numElements() * 4;
+      const size_t n = (size_t)op.operands[j]->type.byteSize();
       carriedBytes.push_back(n);
       cur.push_back(alloc(n));
       next.push_back(alloc(n));
@@ -165,7 +167,7 @@ extern "C" int32_t gsl_rt_loop(void* ctx, int64_t opIndex, void* bodyPtr, const 
       }
       // Per-iteration outputs are written straight into row i.
       for (size_t m = 0; m < info.outputs; ++m) {
-        const size_t rowBytes = (size_t)body.results[info.carried + m]->type.numElements() * 4;
+        const size_t rowBytes = (size_t)body.results[info.carried + m]->type.byteSize();
         bout[info.carried + m] = static_cast<char*>(outs[info.carried + m]) + (size_t)i * rowBytes;
       }
       if (bodyFn(const_cast<void* const*>(bin.data()), bout.data(), workspace.get(), &child) != 0) {
@@ -177,7 +179,7 @@ extern "C" int32_t gsl_rt_loop(void* ctx, int64_t opIndex, void* bodyPtr, const 
       for (size_t j = 0; j < nOut; ++j) {
         const auto kind = (ResultSource::Kind)resultPlan[2 * j];
         const int src = resultPlan[2 * j + 1];
-        const size_t n = (size_t)body.results[j]->type.numElements() * 4;
+        const size_t n = (size_t)body.results[j]->type.byteSize();
         if (kind == ResultSource::Arg) std::memmove(bout[j], bin[(size_t)src], n);
         else if (kind == ResultSource::Repeat) std::memmove(bout[j], bout[(size_t)src], n);
       }

@@ -508,6 +508,13 @@ class OpLowering : public GemmEmitter {
   // An op without generated code (one added to the op table after this
   // generator): the reference kernel, through gsl_rt_eval_op.
   void emitFallback(const ir::Op& op) {
+    if (op.kind == OpKind::MatMul && op.result->type.dtype == DType::BF16 && opts_.bf16Dot) {
+      // bf16 @ bf16 by vdpbf16ps (BF16Gemm.h); chosen at JIT time.
+      llvm::Value* st =
+          b_.CreateCall(helper("gsl_rt_bf16_matmul", i32_, {ptr_, i64_, ptr_, ptr_, ptr_}),
+                        {ctx_, i64c(opIndex_), ptr(op.operands[0]), ptr(op.operands[1]), ptr(op.result)});
+      return checkStatus(st);
+    }
     llvm::Value* ins = entryAlloca(op.operands.size());
     for (size_t i = 0; i < op.operands.size(); ++i)
       b_.CreateStore(ptr(op.operands[i]), b_.CreateConstInBoundsGEP1_64(ptr_, ins, i));

@@ -1,5 +1,6 @@
 // extern "C" helpers called from JIT-compiled code (see Runtime.h).
 #include "backend/jit/Runtime.h"
+#include "backend/jit/BF16Gemm.h"
 #include "backend/jit/LowerLoop.h"
 
 // GCC 12 reports a spurious -Wmaybe-uninitialized inside Eigen's AVX-512
@@ -68,6 +69,7 @@ std::vector<std::pair<std::string, void*>> runtimeSymbols() {
       {"gsl_rt_random_uniform", (void*)&gsl_rt_random_uniform},
       {"gsl_rt_collective", (void*)&gsl_rt_collective},
       {"gsl_rt_eval_op", (void*)&gsl_rt_eval_op},
+      {"gsl_rt_bf16_matmul", (void*)&gsl_rt_bf16_matmul},
       {"gsl_rt_take_error", (void*)&gsl_rt_take_error},
       {"gsl_rt_sgemm", (void*)&gsl_rt_sgemm},
       {"gsl_rt_pow_i32", (void*)&gsl_rt_pow_i32},
@@ -135,13 +137,13 @@ int32_t gsl_rt_eval_op(void* ctx, int64_t op, const void* const* ins, void* out)
     std::vector<gsl::backend::Tensor> in;
     for (size_t i = 0; i < o.operands.size(); ++i) {
       gsl::backend::Tensor t(o.operands[i]->type);
-      if (t.size()) std::memcpy(t.raw(), ins[i], (size_t)t.size() * 4);
+      if (t.size()) std::memcpy(t.raw(), ins[i], t.bytes());
       in.push_back(std::move(t));
     }
     gsl::backend::Tensor r = gsl::backend::evalOp(o, in, *c.kctx);
     GSL_ASSERT(r.type() == o.result->type, std::string("jit: ") + o.info().mnemonic + " produced " +
                                                r.type().str() + ", expected " + o.result->type.str());
-    if (r.size()) std::memcpy(out, r.raw(), (size_t)r.size() * 4);
+    if (r.size()) std::memcpy(out, r.raw(), r.bytes());
     return 0;
   } catch (...) {
     c.error = std::current_exception();

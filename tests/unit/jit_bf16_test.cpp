@@ -1,0 +1,106 @@
+// bf16 in the JIT: the numbers of the two engines agree. Elementwise ops,
+// reductions and the other ops on bf16 run the reference kernel from JIT
+// code (BufferPlan's generatedForDType), so they agree bit for bit; a bf16
+// matmul runs vdpbf16ps (BF16Gemm.h) when the CPU has AVX512_BF16, whose
+// f32 sums come in another order than the reference's, so its results may
+// differ by one bf16 rounding step (2^-8 relative) where an f32 sum lies
+// next to a rounding boundary; with integer-valued operands every sum is
+// exact and the bits agree.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "backend/jit/BF16Gemm.h"
+#include "jit_test_util.h"
+#include "support/BF16.h"
+
+using namespace jittest;
+
+namespace {
+
+Tensor toBF16(const Tensor& f) {
+  Tensor t(TensorType{DType::BF16, f.shape()});
+  narrowBF16(f.f32(), t.bf16(), f.size());
+  return t;
+}
+
+// Elements equal, or (when `ulps`) within one bf16 step of the larger
+// magnitude (2^-7 relative: a step is 2^-7 of the value's binade).
+void compareBF16(const Tensor& jit, const Tensor& ref, bool ulps) {
+  REQUIRE(jit.type() == ref.type());
+  int64_t bad = 0;
+  for (int64_t i = 0; i < ref.size(); ++i) {
+    const float a = bf16ToF32(jit.bf16()[i]), b = bf16ToF32(ref.bf16()[i]);
+    const bool ok = a == b || (std::isnan(a) && std::isnan(b)) ||
+                    (ulps && std::fabs(a - b) <= std::ldexp(std::max(std::fabs(a), std::fabs(b)), -7));
+    if (!ok && bad++ < 5) {
+      INFO("element " << i << ": jit " << a << " vs interp " << b);
+      CHECK(ok);
+    }
+  }
+  CHECK_MESSAGE(bad == 0, bad << " of " << ref.size() << " elements differ");
+}
+
+// a @ b on both engines, with vdpbf16ps (when the CPU has it) and without.
+void checkMatMul(const Shape& sa, const Shape& sb, bool integers) {
+  INFO("matmul " << ir::shapeStr(sa) << " @ " << ir::shapeStr(sb) << (integers ? " (integers)" : ""));
+  Tensor a = toBF16(integers ? randIntF32(sa, -4, 4, 11) : randF32(sa, -2, 2, 12));
+  Tensor b = toBF16(integers ? randIntF32(sb, -4, 4, 13) : randF32(sb, -2, 2, 14));
+  Builder bl;
+  Value* r = bl.op(OpKind::MatMul, {bl.arg(a), bl.arg(b)});
+  bl.f.results = {r};
+  Tensor ref = interpret(bl.f, bl.args, {}).at(0);
+  for (int dot : {0, 1}) {
+    JitOptions o = testOptions();
+    o.bf16Dot = dot;
+    INFO("bf16Dot " << dot);
+    Tensor got = makeJitEngine({}, o)->call(bl.f, bl.args).at(0);
+    compareBF16(got, ref, /*ulps=*/!integers && dot == 1);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("jit bf16: elementwise, reductions, casts and data movement agree with the interpreter") {
+  Builder b;
+  Value* x = b.arg(toBF16(randF32({6, 5}, -3, 3, 1)));
+  Value* y = b.arg(toBF16(randF32({6, 5}, 0.5, 3, 2)));
+  Value* f = b.arg(randF32({6, 5}, -3, 3, 3));
+  Value* e = b.op(OpKind::Add, {b.op(OpKind::Mul, {x, y}), b.op(OpKind::Exp, {x})});
+  Value* d = b.op(OpKind::Div, {x, y});
+  Value* s = b.op(OpKind::Sum, {x}, attrs({{"axis", Ints{1}}}));
+  Value* sm = b.op(OpKind::Softmax, {y}, attrs({{"axis", int64_t(-1)}}));
+  Value* t = b.op(OpKind::Transpose, {x});
+  Value* c = b.op(OpKind::Cast, {f}, attrs({{"dtype", DType::BF16}}));
+  Value* back = b.op(OpKind::Cast, {e}, attrs({{"dtype", DType::F32}}));
+  b.f.results = {e, d, s, sm, t, c, back};
+  std::vector<Tensor> ref = interpret(b.f, b.args, {});
+  std::vector<Tensor> got = makeJitEngine({}, testOptions())->call(b.f, b.args);
+  REQUIRE(got.size() == ref.size());
+  for (size_t i = 0; i + 1 < ref.size(); ++i) {
+    INFO("result " << i);
+    compareBF16(got[i], ref[i], false);
+  }
+  compareTensors(got.back(), ref.back(), "cast back to f32");
+}
+
+TEST_CASE("jit bf16: matmul shapes (edges of the 8 x 32 tile, odd K, batches, rank 1)") {
+  INFO("CPU has AVX512_BF16: " << gsl::backend::jit::cpuHasAvx512Bf16());
+  for (bool ints : {true, false}) {
+    checkMatMul({8, 32}, {32, 32}, ints);
+    checkMatMul({13, 37}, {37, 45}, ints);    // M, N off the tile; K odd
+    checkMatMul({1, 1}, {1, 1}, ints);
+    checkMatMul({64, 256}, {256, 96}, ints);
+    checkMatMul({2, 3, 9, 16}, {16, 7}, ints);  // batch rows of one tall GEMM
+    checkMatMul({2, 5, 6}, {2, 6, 33}, ints);   // batched
+    checkMatMul({3, 1, 4, 5}, {2, 5, 3}, ints);  // broadcast batch dims
+    checkMatMul({17}, {17, 5}, ints);           // rank-1 operands
+    checkMatMul({4, 17}, {17}, ints);
+  }
+}
+
+TEST_CASE("jit bf16: integer-valued 256 x 256 sums are exact on vdpbf16ps") {
+  // Products of bf16 values are exact in f32 and these sums stay below
+  // 2^24, so the vdpbf16ps kernel's f32 accumulators hold the exact result.
+  checkMatMul({256, 256}, {256, 256}, true);
+}
