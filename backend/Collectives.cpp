@@ -3,11 +3,12 @@
 // all_to_all, collective_permute and shard_slice on this rank's block
 // through a Communicator.
 //
-// Every element is a 4-byte word (f32, i32, bool as int32 0/1), so data
-// movement works on raw words. Blocks along a dim are moved as "panels": a
-// tensor of shape S split along dim d is outer = prod(S[:d]) rows of
-// S[d] * prod(S[d+1:]) words, and block j of dim d is the j-th 1/n of every
-// row.
+// Data movement works on raw elements of `eb` bytes (ir::dtypeBytes: 4 for
+// f32, i32 and bool as int32 0/1; 2 for bf16, which is sent as bf16: half
+// the bytes of f32). Blocks along a dim are moved as "panels": a tensor of
+// shape S split along dim d is outer = prod(S[:d]) rows of
+// S[d] * prod(S[d+1:]) elements, and block j of dim d is the j-th 1/n of
+// every row.
 #include <chrono>
 #include <algorithm>
 #include <cstring>
@@ -32,27 +33,27 @@ int64_t product(const Shape& s, size_t from, size_t to) {
 
 // `src` (shape s) as n contiguous blocks along `dim`: block j holds indices
 // [j * s[dim]/n, (j+1) * s[dim]/n) of dim, row-major.
-std::vector<int32_t> packBlocks(const int32_t* src, const Shape& s, int64_t dim, int64_t n) {
+std::vector<char> packBlocks(const char* src, const Shape& s, int64_t dim, int64_t n, int64_t eb) {
   const int64_t outer = product(s, 0, (size_t)dim);
-  const int64_t row = product(s, (size_t)dim, s.size());  // words per outer index
-  const int64_t piece = row / n;                          // words of one block per outer index
-  const int64_t blockWords = outer * piece;
-  std::vector<int32_t> packed((size_t)(outer * row));
+  const int64_t row = product(s, (size_t)dim, s.size()) * eb;  // bytes per outer index
+  const int64_t piece = row / n;                               // bytes of one block per outer index
+  const int64_t blockBytes = outer * piece;
+  std::vector<char> packed((size_t)(outer * row));
   for (int64_t j = 0; j < n; ++j)
     for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(packed.data() + j * blockWords + o * piece, src + o * row + j * piece, piece * 4);
+      std::memcpy(packed.data() + j * blockBytes + o * piece, src + o * row + j * piece, piece);
   return packed;
 }
 
 // The inverse of packBlocks: n contiguous blocks of shape `block`, joined
 // along `dim` into `dst` (whose dim is n * block[dim]).
-void unpackBlocks(const int32_t* blocks, const Shape& block, int64_t dim, int64_t n, int32_t* dst) {
+void unpackBlocks(const char* blocks, const Shape& block, int64_t dim, int64_t n, int64_t eb, char* dst) {
   const int64_t outer = product(block, 0, (size_t)dim);
-  const int64_t piece = product(block, (size_t)dim, block.size());
-  const int64_t blockWords = outer * piece;
+  const int64_t piece = product(block, (size_t)dim, block.size()) * eb;
+  const int64_t blockBytes = outer * piece;
   for (int64_t j = 0; j < n; ++j)
     for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(dst + (o * n + j) * piece, blocks + j * blockWords + o * piece, piece * 4);
+      std::memcpy(dst + (o * n + j) * piece, blocks + j * blockBytes + o * piece, piece);
 }
 
 ReduceOp reduceOp(const std::string& r) {
@@ -105,7 +106,7 @@ std::vector<int> collectiveGroup(const ir::Mesh& m, const std::vector<int64_t>& 
   return group;
 }
 
-static void collectiveImpl(const Op& op, const int32_t* in, int32_t* out, const KernelContext& ctx);
+static void collectiveImpl(const Op& op, const char* in, char* out, const KernelContext& ctx);
 
 Tensor evalCollective(const Op& op, const Tensor& in, const KernelContext& ctx) {
   GSL_ASSERT(op.result, std::string("evalCollective: ") + op.info().mnemonic + " without a result");
@@ -127,7 +128,7 @@ void collectiveInto(const Op& op, const void* in, void* out, const KernelContext
   uint64_t sentBefore = 0;
   if (traced) {
     traced.arg("kind", std::string(op.info().mnemonic));
-    traced.arg("bytes", (int64_t)op.operands[0]->type.numElements() * 4);
+    traced.arg("bytes", (int64_t)op.operands[0]->type.byteSize());
     const std::string meshName = op.attrs.getString("mesh");
     traced.arg("mesh", meshName);
     std::vector<std::string> axes;
@@ -138,12 +139,12 @@ void collectiveInto(const Op& op, const void* in, void* out, const KernelContext
     if (ctx.comm) sentBefore = ctx.comm->stats.bytesSent[op.info().mnemonic];
   }
   auto t0 = std::chrono::steady_clock::now();
-  collectiveImpl(op, static_cast<const int32_t*>(in), static_cast<int32_t*>(out), ctx);
+  collectiveImpl(op, static_cast<const char*>(in), static_cast<char*>(out), ctx);
   if (ctx.comm) ctx.comm->stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (traced && ctx.comm) traced.arg("bytes_sent", (int64_t)(ctx.comm->stats.bytesSent[op.info().mnemonic] - sentBefore));
 }
 
-static void collectiveImpl(const Op& op, const int32_t* in, int32_t* out, const KernelContext& ctx) {
+static void collectiveImpl(const Op& op, const char* in, char* out, const KernelContext& ctx) {
   const char* name = op.info().mnemonic;
   const std::string what = std::string("evalCollective: ") + name;
   GSL_ASSERT(op.info().cls == ir::OpClass::Collective, what + " is not a collective");
@@ -160,7 +161,8 @@ static void collectiveImpl(const Op& op, const int32_t* in, int32_t* out, const 
     GSL_ASSERT(at.getInt("n") == n, what + ": attr n = " + std::to_string(at.getInt("n")) +
                                         " but the group over " + mesh.str() + " has " + std::to_string(n) +
                                         " members");
-  const size_t bytes = (size_t)it.numElements() * 4;
+  const int64_t eb = ir::dtypeBytes(it.dtype);
+  const size_t bytes = (size_t)it.byteSize();
 
   if (op.kind == OpKind::ShardSlice) {  // local: block `index` of dim
     const int64_t dim = at.getInt("dim");
@@ -169,9 +171,9 @@ static void collectiveImpl(const Op& op, const int32_t* in, int32_t* out, const 
     s[dim] /= n;
     GSL_ASSERT(s == rt.shape, what + ": result type does not match the group size");
     const int64_t outer = product(s, 0, (size_t)dim);
-    const int64_t piece = product(s, (size_t)dim, s.size());
+    const int64_t piece = product(s, (size_t)dim, s.size()) * eb;
     for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(out + o * piece, in + (o * n + index) * piece, piece * 4);
+      std::memcpy(out + o * piece, in + (o * n + index) * piece, piece);
     return;
   }
 
@@ -189,9 +191,9 @@ static void collectiveImpl(const Op& op, const int32_t* in, int32_t* out, const 
         comm.allGather(group, in, bytes, out);
         return;
       }
-      std::vector<int32_t> blocks((size_t)(it.numElements() * n));
+      std::vector<char> blocks(bytes * n);
       comm.allGather(group, in, bytes, blocks.data());
-      unpackBlocks(blocks.data(), it.shape, dim, n, out);
+      unpackBlocks(blocks.data(), it.shape, dim, n, eb, out);
       return;
     }
     case OpKind::AllReduce: {
@@ -201,7 +203,7 @@ static void collectiveImpl(const Op& op, const int32_t* in, int32_t* out, const 
       GSL_ASSERT(!(it.dtype == DType::Bool && r == ReduceOp::Sum), what + ": sum of bool");
       if (bytes && in != out) std::memcpy(out, in, bytes);
       comm.allReduce(group, bytes ? out : nullptr, (size_t)it.numElements(),
-                     it.dtype == DType::F32 ? DType::F32 : DType::I32, r);
+                     it.dtype == DType::Bool ? DType::I32 : it.dtype, r);
       return;
     }
     case OpKind::ReduceScatter: {
@@ -216,7 +218,7 @@ static void collectiveImpl(const Op& op, const int32_t* in, int32_t* out, const 
         comm.reduceScatter(group, in, count, it.dtype, count ? out : nullptr);
         return;
       }
-      std::vector<int32_t> packed = packBlocks(in, it.shape, dim, n);
+      std::vector<char> packed = packBlocks(in, it.shape, dim, n, eb);
       comm.reduceScatter(group, packed.data(), count, it.dtype, count ? out : nullptr);
       return;
     }
@@ -229,15 +231,15 @@ static void collectiveImpl(const Op& op, const int32_t* in, int32_t* out, const 
       Shape s = block;
       s[cd] *= n;
       GSL_ASSERT(s == rt.shape && rt.dtype == it.dtype, what + ": result type does not match the group size");
-      std::vector<int32_t> packed = sd == 0 ? std::vector<int32_t>() : packBlocks(in, it.shape, sd, n);
-      const int32_t* send = sd == 0 ? in : packed.data();
+      std::vector<char> packed = sd == 0 ? std::vector<char>() : packBlocks(in, it.shape, sd, n, eb);
+      const char* send = sd == 0 ? in : packed.data();
       if (cd == 0) {  // received blocks along the major dim are already in place
         comm.allToAll(group, send, bytes / n, out);
         return;
       }
-      std::vector<int32_t> recv((size_t)it.numElements());
+      std::vector<char> recv(bytes);
       comm.allToAll(group, send, bytes / n, recv.data());
-      unpackBlocks(recv.data(), block, cd, n, out);
+      unpackBlocks(recv.data(), block, cd, n, eb, out);
       return;
     }
     case OpKind::CollectivePermute: {

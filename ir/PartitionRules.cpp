@@ -25,7 +25,7 @@ void partitionMean(LocalBuilder& b, const Op& op) {
     // of the elements, sums to the global mean.
     AttrMap c;
     c.set("value", 1.0 / (double)p.partialGroup);
-    Value* k = b.emitSource(OpKind::Constant, c, {DType::F32, {}});
+    Value* k = b.emitSource(OpKind::Constant, c, {op.result->type.dtype, {}});  // f32 or bf16
     v = b.emit(OpKind::Mul, {v, k}, {});
   }
   b.finish(op, p, v);

@@ -7,7 +7,7 @@ namespace gsl::passes {
 
 using namespace ir;
 
-static uint64_t bytesOf(const TensorType& t) { return (uint64_t)t.numElements() * 4; }
+static uint64_t bytesOf(const TensorType& t) { return (uint64_t)t.byteSize(); }
 
 static uint64_t opFlops(const Op& op) {
   uint64_t out = (uint64_t)op.result->type.numElements();

@@ -327,8 +327,8 @@ class Partitioner : public LocalBuilder {
     }
     Sharding rs = resultLayout(L, p);
     Value* v = emit(op.kind, operands, op.attrs, {});
-    uint64_t held = (uint64_t)v->type.numElements() * 4;
-    for (Value* o : operands) held += (uint64_t)o->type.numElements() * 4;
+    uint64_t held = (uint64_t)v->type.byteSize();
+    for (Value* o : operands) held += (uint64_t)o->type.byteSize();
     Sharding want = decided;
     if (want.mesh.empty()) want = Sharding::replicated(p.mesh, op.result->type.rank());
     out_->results.push_back(reshard(Local{v, rs}, want, {}).v);

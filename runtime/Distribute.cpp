@@ -28,8 +28,9 @@ Tensor localBlock(const ir::Module& m, const Tensor& global, const std::optional
   Tensor out(ir::TensorType{global.dtype(), local});
   if (out.size() == 0) return out;
   auto gs = global.strides(), ls = out.strides();
-  const int32_t* src = reinterpret_cast<const int32_t*>(global.raw());
-  int32_t* dst = reinterpret_cast<int32_t*>(out.raw());
+  const int64_t eb = ir::dtypeBytes(global.dtype());  // bf16: 2 bytes
+  const char* src = reinterpret_cast<const char*>(global.raw());
+  char* dst = reinterpret_cast<char*>(out.raw());
   // Copy rows of the innermost dim.
   int64_t inner = r ? local[r - 1] : 1;
   int64_t rows = out.size() / inner;
@@ -42,7 +43,7 @@ Tensor localBlock(const ir::Module& m, const Tensor& global, const std::optional
     }
     for (int d = 0; d < r - 1; ++d) so += (idx[d] + offset[d]) * gs[d];
     if (r) so += offset[r - 1];
-    std::memcpy(dst + row * inner, src + so, inner * 4);
+    std::memcpy(dst + row * inner * eb, src + so * eb, inner * eb);
   }
   return out;
 }

@@ -735,7 +735,7 @@ class MemoryWalker : public ShardingWalk {
   MemoryEstimate& est_;
   std::map<std::string, uint64_t> states_;  // optimizer state -> bytes per rank
 
-  static uint64_t bytes(const ir::TensorType& t) { return (uint64_t)t.numElements() * 4; }
+  static uint64_t bytes(const ir::TensorType& t) { return (uint64_t)t.byteSize(); }
 
   void visit(const Thunk& th, const ir::Function& f, bool step) override {
     // Training states: the arguments after the thunk's own, the step and

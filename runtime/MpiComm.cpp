@@ -3,6 +3,7 @@
 #define OMPI_SKIP_MPICXX 1  // the C API only
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "runtime/ThreadComm.h"  // CommVolume
+#include "support/BF16.h"
 #include "support/Trace.h"
 
 namespace gsl::runtime {
@@ -72,6 +74,22 @@ MPI_Datatype mpiType(ir::DType dt) {
   if (dt == ir::DType::F32) return MPI_FLOAT;
   if (dt == ir::DType::I32) return MPI_INT32_T;
   throw CommError(std::string("MPI reduction of unsupported dtype ") + ir::dtypeName(dt));
+}
+
+// MPI has no bf16 type. bf16 reductions send 16-bit units and reduce in f32
+// on receipt: each member gets every member's copy of its chunk (an
+// all-to-all), sums them in member order in f32 and rounds once, and the
+// reduced chunks are all-gathered; the same algorithm, and so the same
+// bits, as ThreadComm's, and the bytes of a ring all-reduce of bf16.
+void reduceBF16(const std::vector<const uint16_t*>& src, size_t count, ReduceOp op, uint16_t* out) {
+  std::vector<float> acc(count), x(count);
+  widenBF16(src[0], acc.data(), (int64_t)count);
+  for (size_t m = 1; m < src.size(); ++m) {
+    widenBF16(src[m], x.data(), (int64_t)count);
+    for (size_t i = 0; i < count; ++i)
+      acc[i] = op == ReduceOp::Sum ? acc[i] + x[i] : op == ReduceOp::Max ? std::max(acc[i], x[i]) : std::min(acc[i], x[i]);
+  }
+  narrowBF16(acc.data(), out, (int64_t)count);
 }
 
 MPI_Op mpiOp(ReduceOp op) {
@@ -277,6 +295,25 @@ void MpiComm::allGather(const std::vector<int>& group, const void* send, size_t 
 void MpiComm::allReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt, ReduceOp op) {
   int me;
   MPI_Comm c = impl_->comm(group, &me);
+  if (dt == ir::DType::BF16) {  // reduceBF16: all-to-all of chunks, f32 sums, all-gather
+    if (checkCalls_) impl_->checkCall(c, group, {kAllReduce, (int64_t)(count * 2), (int64_t)dt, (int64_t)op});
+    const size_t n = group.size(), chunk = (count + n - 1) / n;
+    if (chunk * 2 > (size_t)INT_MAX) throw CommError("all_reduce of " + std::to_string(count) + " bf16 elements is too large");
+    if (n > 1 && count) {
+      std::vector<uint16_t> send(n * chunk, 0), recv(n * chunk), mine(chunk);
+      std::memcpy(send.data(), data, count * 2);
+      check(MPI_Alltoall(send.data(), (int)(chunk * 2), MPI_BYTE, recv.data(), (int)(chunk * 2), MPI_BYTE, c),
+            "MPI_Alltoall");
+      std::vector<const uint16_t*> src;
+      for (size_t m = 0; m < n; ++m) src.push_back(recv.data() + m * chunk);
+      reduceBF16(src, chunk, op, mine.data());
+      check(MPI_Allgather(mine.data(), (int)(chunk * 2), MPI_BYTE, send.data(), (int)(chunk * 2), MPI_BYTE, c),
+            "MPI_Allgather");
+      std::memcpy(data, send.data(), count * 2);
+    }
+    stats.add("all_reduce", CommVolume::allReduce(group.size(), count * 2));
+    return;
+  }
   MPI_Datatype t = mpiType(dt);
   if (checkCalls_) impl_->checkCall(c, group, {kAllReduce, (int64_t)(count * 4), (int64_t)dt, (int64_t)op});
   for (size_t done = 0; done < count;) {  // int counts: large buffers go in chunks
@@ -292,6 +329,20 @@ void MpiComm::reduceScatter(const std::vector<int>& group, const void* send, siz
                             void* recv) {
   int me;
   MPI_Comm c = impl_->comm(group, &me);
+  if (dt == ir::DType::BF16) {  // every member's block `me` (all-to-all), summed in f32 (reduceBF16)
+    const size_t n = group.size();
+    if (checkCalls_) impl_->checkCall(c, group, {kReduceScatter, (int64_t)(count * 2 * n), (int64_t)dt});
+    if (count * 2 > (size_t)INT_MAX) throw CommError("reduce_scatter of " + std::to_string(count) + " bf16 elements is too large");
+    if (count) {
+      std::vector<uint16_t> blocks(n * count);
+      check(MPI_Alltoall(send, (int)(count * 2), MPI_BYTE, blocks.data(), (int)(count * 2), MPI_BYTE, c), "MPI_Alltoall");
+      std::vector<const uint16_t*> src;
+      for (size_t m = 0; m < n; ++m) src.push_back(blocks.data() + m * count);
+      reduceBF16(src, count, ReduceOp::Sum, static_cast<uint16_t*>(recv));
+    }
+    stats.add("reduce_scatter", CommVolume::reduceScatter(n, count * 2));
+    return;
+  }
   MPI_Datatype t = mpiType(dt);
   if (checkCalls_) impl_->checkCall(c, group, {kReduceScatter, (int64_t)(count * 4 * group.size()), (int64_t)dt});
   if (count > (size_t)INT_MAX) throw CommError("reduce_scatter of " + std::to_string(count) + " elements is too large");

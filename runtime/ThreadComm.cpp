@@ -6,6 +6,7 @@
 #include <system_error>
 #include <thread>
 
+#include "support/BF16.h"
 #include "support/Diagnostics.h"  // UserError
 #include "support/Trace.h"
 
@@ -62,7 +63,17 @@ void reduceInto(T* out, const std::vector<const T*>& src, size_t count, ReduceOp
 }
 
 void reduceWords(void* out, const std::vector<const void*>& src, size_t count, ir::DType dt, ReduceOp op) {
-  if (dt == ir::DType::F32) {
+  if (dt == ir::DType::BF16) {  // sent as bf16, reduced in f32 in member order, rounded once
+    std::vector<std::vector<float>> wide(src.size(), std::vector<float>(count));
+    std::vector<const float*> s;
+    for (size_t m = 0; m < src.size(); ++m) {
+      widenBF16(static_cast<const uint16_t*>(src[m]), wide[m].data(), (int64_t)count);
+      s.push_back(wide[m].data());
+    }
+    std::vector<float> acc(count);
+    reduceInto(acc.data(), s, count, op);
+    narrowBF16(acc.data(), static_cast<uint16_t*>(out), (int64_t)count);
+  } else if (dt == ir::DType::F32) {
     std::vector<const float*> s;
     for (const void* p : src) s.push_back(static_cast<const float*>(p));
     reduceInto(static_cast<float*>(out), s, count, op);
@@ -301,10 +312,11 @@ void ThreadComm::allGather(const std::vector<int>& group, const void* send, size
 
 void ThreadComm::allReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt, ReduceOp op) {
   const int me = memberIndex(group);
-  if (dt != ir::DType::F32 && dt != ir::DType::I32)
+  if (dt != ir::DType::F32 && dt != ir::DType::I32 && dt != ir::DType::BF16)
     throw CommError(std::string("all_reduce of unsupported dtype ") + ir::dtypeName(dt));
   const size_t n = group.size();
-  const uint64_t bytes = count * 4;
+  const size_t eb = (size_t)ir::dtypeBytes(dt);
+  const uint64_t bytes = count * eb;
   if (solo(group, "all_reduce")) {  // a group of one: nothing to reduce, no rendezvous
     return;
   }
@@ -318,7 +330,7 @@ void ThreadComm::allReduce(const std::vector<int>& group, void* data, size_t cou
     size_t lo = std::min(count, m * chunk);
     return std::make_pair(lo, std::min(count, lo + chunk) - lo);
   };
-  std::vector<int32_t> mine(chunk);
+  std::vector<int32_t> mine((chunk * eb + 3) / 4);
   ThreadWorld::Call call{"all_reduce", bytes, std::string(ir::dtypeName(dt)) + " " + reduceName(op), data};
   call.aux = mine.data();
   world_.collective(
@@ -326,13 +338,13 @@ void ThreadComm::allReduce(const std::vector<int>& group, void* data, size_t cou
       [&](const std::vector<const ThreadWorld::Call*>& posts) {
         auto [lo, len] = range((size_t)me);
         std::vector<const void*> src;
-        for (const auto* p : posts) src.push_back(static_cast<const int32_t*>(p->send) + lo);
+        for (const auto* p : posts) src.push_back(static_cast<const char*>(p->send) + lo * eb);
         if (len) reduceWords(mine.data(), src, len, dt, op);
       },
       [&](const std::vector<const ThreadWorld::Call*>& posts) {
         for (size_t m = 0; m < n; ++m) {
           auto [lo, len] = range(m);
-          if (len) std::memcpy(static_cast<int32_t*>(data) + lo, posts[m]->aux, len * 4);
+          if (len) std::memcpy(static_cast<char*>(data) + lo * eb, posts[m]->aux, len * eb);
         }
       });
   stats.add("all_reduce", CommVolume::allReduce(n, bytes));
@@ -341,17 +353,17 @@ void ThreadComm::allReduce(const std::vector<int>& group, void* data, size_t cou
 void ThreadComm::reduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt,
                                void* recv) {
   const int me = memberIndex(group);
-  if (dt != ir::DType::F32 && dt != ir::DType::I32)
+  if (dt != ir::DType::F32 && dt != ir::DType::I32 && dt != ir::DType::BF16)
     throw CommError(std::string("reduce_scatter of unsupported dtype ") + ir::dtypeName(dt));
   const size_t n = group.size();
-  const uint64_t block = count * 4;
+  const uint64_t block = count * ir::dtypeBytes(dt);
   if (solo(group, "reduce_scatter")) {  // a group of one: the block is the input
     if (block && send != recv) std::memmove(recv, send, block);
     return;
   }
   ThreadWorld::Call call{"reduce_scatter", block * n, ir::dtypeName(dt), send};
   const bool inPlace = overlaps(send, recv, n * block);
-  std::vector<int32_t> aside(inPlace ? count : 0);
+  std::vector<int32_t> aside(inPlace ? (block + 3) / 4 : 0);
   world_.collective(rank_, group, nextSeq(group), call, [&](const std::vector<const ThreadWorld::Call*>& posts) {
     std::vector<const void*> src;
     for (const auto* p : posts) src.push_back(static_cast<const char*>(p->send) + me * block);
