@@ -233,11 +233,13 @@ void gradAbs(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og) {
   });
 }
 
-// Only an f32 -> f32 cast (the identity) passes a gradient.
+// A cast between float dtypes (f32, bf16) passes the gradient, cast back to
+// the operand's dtype (mixed precision: an f32 param cast to bf16 gets an
+// f32 gradient); casts to or from i32 and bool pass none.
 void gradCast(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og) {
   start(op, og);
-  if (b.wants(0) && op.operands[0]->type.dtype == DType::F32 && op.result->type.dtype == DType::F32)
-    og[0] = g;
+  if (b.wants(0) && isFloat(op.operands[0]->type.dtype) && isFloat(op.result->type.dtype))
+    og[0] = b.cast(g, op.operands[0]->type.dtype);
 }
 
 // Binary ops: the elementwise adjoint (in the broadcast result shape) is

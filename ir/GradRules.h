@@ -49,7 +49,10 @@ class GradBuilder {
   // A constant of the given dtype and shape: one scalar constant (reused
   // within this builder) broadcast to `shape` (no broadcast for a scalar).
   Value* constant(double value, DType dt, const Shape& shape = {});
-  Value* scalar(double value) { return constant(value, DType::F32); }  // f32 scalar
+  // A scalar of the float dtype of the adjoint being propagated (f32, or
+  // bf16 in a bf16 region: setFloatDType), as a weakly typed literal.
+  Value* scalar(double value) { return constant(value, floatDType_); }
+  void setFloatDType(DType d) { floatDType_ = d; }
   Value* zerosLike(const Value* v) { return constant(0.0, v->type.dtype, v->type.shape); }
 
   // Elementwise (NumPy broadcasting, as the ops).
@@ -83,6 +86,7 @@ class GradBuilder {
   SourceLoc loc_;
   std::vector<bool> wanted_;
   std::map<std::pair<double, DType>, Value*> scalars_;
+  DType floatDType_ = DType::F32;
 };
 
 // The rules (one per differentiable op; the table's `grad` column). Each

@@ -64,6 +64,9 @@ struct Module {
   std::vector<Param> params;
   std::vector<std::unique_ptr<Function>> functions;
   std::vector<Optimizer> optimizers;
+  // Mixed precision (--autocast bf16, passes/Autocast.h): the dtype f32
+  // matmuls and einsums run in. None: everything as written.
+  std::optional<DType> autocast;
 
   const Optimizer* findOptimizer(const std::string& name) const;
   const Mesh* findMesh(const std::string& name) const;

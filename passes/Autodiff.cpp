@@ -24,7 +24,7 @@ using ValueSet = std::unordered_set<const Value*>;
 using AdjointMap = std::unordered_map<const Value*, Value*>;
 
 // Marks the results of `ops` that depend on an active value (in place):
-// an op with a gradient rule and an f32 result is active when an operand
+// an op with a gradient rule and a float (f32, bf16) result is active when an operand
 // is; a loop's f32 results are all active when an operand is (any carried
 // or stacked value may depend on any input); a param op is active when it
 // names a param in `wrt`.
@@ -40,7 +40,7 @@ void propagateActive(const std::vector<Op*>& ops, ValueSet& active, const std::s
     for (Value* v : op->operands) any |= active.count(v) > 0;
     if (!any) continue;
     for (Value* r : op->results)
-      if (r->type.dtype == DType::F32) active.insert(r);
+      if (ir::isFloat(r->type.dtype)) active.insert(r);
   }
 }
 
@@ -77,7 +77,9 @@ void sweep(ir::GradBuilder& b, const std::vector<Op*>& fwd, const ValueSet& acti
       loopVjp(b, *op, resultAdj, wanted, og);
     } else {
       b.setWanted(wanted);
+      b.setFloatDType(resultAdj[0] ? resultAdj[0]->type.dtype : DType::F32);  // bf16 regions: bf16 scalars
       op->info().grad(b, *op, resultAdj[0], og);
+      b.setFloatDType(DType::F32);
       b.setWanted({});
     }
     GSL_ASSERT(og.size() == op->operands.size(),
@@ -130,7 +132,7 @@ void loopVjp(ir::GradBuilder& b, Op& loop, const std::vector<Value*>& resultAdj,
   ir::Function& body = *loop.body;
   const size_t nc = L.carried, ni = L.invariants, no = L.outputs;
   const int64_t T = L.trip;
-  auto isF32 = [](const Value* v) { return v->type.dtype == DType::F32; };
+  auto isF32 = [](const Value* v) { return ir::isFloat(v->type.dtype); };  // f32 or bf16
 
   // 1. The forward loop saves the carried values entering each iteration.
   std::vector<Value*> saved;
@@ -271,7 +273,7 @@ Gradients appendGradient(const ir::Module& m, ir::Function& f, Value* loss,
   ValueSet active;
   if (wrtArgs)
     for (Value* a : f.args)
-      if (a->type.dtype == DType::F32) active.insert(a);
+      if (ir::isFloat(a->type.dtype)) active.insert(a);
   propagateActive(fwd, active, wrt);
 
   // The reverse sweep. Only active values receive adjoints, so only ops on
@@ -294,7 +296,7 @@ Gradients appendGradient(const ir::Module& m, ir::Function& f, Value* loss,
   }
   if (wrtArgs)
     for (Value* a : f.args) {
-      if (a->type.dtype != DType::F32) {
+      if (!ir::isFloat(a->type.dtype)) {
         out.args.push_back(nullptr);
         continue;
       }

@@ -2,6 +2,7 @@
 
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
+#include "passes/Autocast.h"
 #include "passes/ShapeInference.h"
 #include "passes/ShardingPropagation.h"
 #include "passes/Simplify.h"
@@ -68,6 +69,20 @@ void runGlobalPipeline(ir::Module& m, const PrintAfter* print) {
     ir::verifyOrDie(m, "shape inference");
   }
   printAfter(print, "shape-inference", m);
+  // 2b. Mixed precision, only with --autocast (Module::autocast): f32
+  //     contractions run in bf16 (passes/Autocast.h), before autodiff so
+  //     the backward contractions are bf16 too.
+  if (m.autocast) {
+    {
+      trace::Scope t("pass", "autocast");
+      autocast(m, *m.autocast);
+    }
+    {
+      trace::Scope t("pass", "verify");
+      ir::verifyOrDie(m, "autocast");
+    }
+    printAfter(print, "autocast", m);
+  }
   // 3. Training: grad(...) and opt.minimize(...) thunks get their reverse
   //    sweep (autodiff) and optimizer update, on the global IR.
   {

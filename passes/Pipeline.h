@@ -31,7 +31,8 @@ struct PrintAfter {
   std::set<std::string> passes;
   std::ostream* os = nullptr;
 };
-inline constexpr const char* kPassNames[] = {"shape-inference", "training", "propagation", "partition", "simplify"};
+inline constexpr const char* kPassNames[] = {"shape-inference", "autocast", "training", "propagation", "partition",
+                                             "simplify"};
 
 void runGlobalPipeline(ir::Module& m, const PrintAfter* print = nullptr);
 

@@ -34,12 +34,16 @@ struct Common {
   std::string file;
   int64_t np = 1;
   std::vector<std::string> defines;
+  std::string autocast;  // --autocast bf16: mixed precision (passes/Autocast.h)
 };
 
 void addCommon(CLI::App* app, Common& c) {
   app->add_option("file", c.file, "GSL source file")->required();
   app->add_option("--np", c.np, "number of ranks (the predefined const NP)")->check(CLI::Range(1, 1 << 20));
   app->add_option("-D", c.defines, "override a const: -D NAME=VALUE (repeatable)");
+  app->add_option("--autocast", c.autocast,
+                  "mixed precision: run f32 matmuls and einsums in this dtype (bf16), params stay f32")
+      ->check(CLI::IsMember({"bf16"}));
 }
 
 // Parses -D NAME=VALUE items; a malformed one is a usage error.
@@ -98,6 +102,7 @@ std::unique_ptr<gsl::frontend::CheckedProgram> build(const Common& c, gsl::Sourc
     rc = 1;
     return nullptr;
   }
+  if (c.autocast == "bf16") prog->module->autocast = gsl::ir::DType::BF16;
   gsl::passes::runGlobalPipeline(*prog->module, print);
   rc = 0;
   return prog;
@@ -159,7 +164,7 @@ nlohmann::ordered_json statsJson(const gsl::ir::Module& mod,
   uint64_t paramBytes = 0;
   for (const auto& p : mod.params)
     paramBytes += (uint64_t)gsl::ir::TensorType{p.type.dtype, gsl::ir::localShape(mod, p.type, p.sharding)}
-                      .numElements() * 4;
+                      .byteSize();
   nlohmann::ordered_json fns = nlohmann::ordered_json::object();
   for (const auto& f : perRank) {
     bool user = std::find(userFns.begin(), userFns.end(), f->name) != userFns.end();
