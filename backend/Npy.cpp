@@ -13,6 +13,7 @@
 #include <optional>
 #include <string_view>
 
+#include "support/BF16.h"
 #include "support/Interrupt.h"
 #include "support/Text.h"
 
@@ -273,6 +274,11 @@ Tensor readNpy(const std::string& path, bool convertWide) {
   } else if (h.descr == "|b1") {
     dtype = DType::Bool;
     itemSize = 1;
+  } else if (h.descr == "<V2" || h.descr == "|V2" || h.descr.find("bfloat16") != std::string::npos) {
+    // ml_dtypes' bfloat16 arrays are saved as 2-byte void ('<V2').
+    fail(path, "unsupported dtype '" + excerpt(h.descr) +
+                   "': .npy has no bf16 type (GSL writes bf16 tensors as f32 '<f4'); save the array as "
+                   "float32 and cast(x, bf16) after load");
   } else {
     fail(path, "unsupported dtype '" + excerpt(h.descr) +
                    "' (GSL reads f32 '<f4', i32 '<i4' and bool '|b1'" +
@@ -368,7 +374,15 @@ NpyLayout readNpyLayout(const std::string& path) {
   return {h.descr, h.shape, n, headerStart + headerLen, fileSize - headerStart - headerLen};
 }
 
-void writeNpy(const std::string& path, const Tensor& t) {
+void writeNpy(const std::string& path, const Tensor& tensor) {
+  // .npy has no bf16: a bf16 tensor is written as f32 (exact: widening
+  // only appends zero bits).
+  Tensor wide;
+  if (tensor.defined() && tensor.dtype() == DType::BF16) {
+    wide = Tensor(TensorType{DType::F32, tensor.shape()});
+    widenBF16(tensor.bf16(), wide.f32(), tensor.size());
+  }
+  const Tensor& t = wide.defined() ? wide : tensor;
   const char* descr = "<f4";
   if (t.dtype() == DType::I32) descr = "<i4";
   else if (t.dtype() == DType::Bool) descr = "|b1";

@@ -37,7 +37,9 @@ struct NpyLayout {
 };
 NpyLayout readNpyLayout(const std::string& path);
 
-// Writes `t` atomically (temp file in the same folder + rename).
+// Writes `t` atomically (temp file in the same folder + rename); a bf16
+// tensor is written as f32 (.npy has no bf16; reading a bf16 file, such
+// as ml_dtypes' 2-byte void, is an error).
 // Throws NpyError on failure.
 void writeNpy(const std::string& path, const Tensor& t);
 

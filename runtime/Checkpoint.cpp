@@ -352,6 +352,7 @@ constexpr DTypeInfo kDTypes[] = {
     {"F32", DType::F32, 4},
     {"I32", DType::I32, 4},
     {"BOOL", DType::Bool, 1},
+    {"BF16", DType::BF16, 2},  // safetensors' bfloat16: the upper 16 bits of an f32
 };
 const DTypeInfo& infoOf(DType d) {
   for (const auto& i : kDTypes)
@@ -505,9 +506,9 @@ void writeSafetensors(const std::string& path, const std::vector<NamedTensor>& t
       for (int64_t i = 0; i < count; ++i) bools[(size_t)i] = src[i] != 0 ? 1 : 0;
       put(bools.data(), bools.size());
     } else {
-      // f32 and i32 are stored as little-endian; the host is little-endian
-      // (x86-64, AArch64).
-      put(static_cast<const char*>(nt.value.raw()), (size_t)count * 4);
+      // f32, i32 and bf16 are stored as little-endian; the host is
+      // little-endian (x86-64, AArch64).
+      put(static_cast<const char*>(nt.value.raw()), nt.value.bytes());
     }
   }
   pollInterrupt();
@@ -566,7 +567,7 @@ Entry parseEntry(const std::string& path, const std::string& name, const Json& v
     if (dtype == i.name) e.dtype = &i;
   if (!e.dtype)
     fail(path, who + " has dtype " + inQuotes(dtype) +
-                   ", which GSL does not read (it reads F32, I32 and BOOL)");
+                   ", which GSL does not read (it reads F32, I32, BOOL and BF16)");
 
   if (!sh->is_array()) malformed(std::string("'shape' must be an array, found ") + kindName(*sh));
   for (const Json& d : *sh) {

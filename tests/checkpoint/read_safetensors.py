@@ -6,7 +6,8 @@ struct, checks the layout rules, and prints a canonical dump:
 
   meta KEY=VALUE                        metadata, sorted by key
   tensor NAME DTYPE [d0,d1,...] v...    header order; F32 as 8 hex digits of
-                                        its bits, I32 decimal, BOOL 0/1
+                                        its bits, BF16 as 4, I32 decimal,
+                                        BOOL 0/1
 
 When the `safetensors` package (with numpy) is importable, the file is also
 loaded with safetensors.numpy.load_file and compared with this reading.
@@ -16,8 +17,8 @@ import json
 import struct
 import sys
 
-SIZES = {"F32": 4, "I32": 4, "BOOL": 1}
-FORMATS = {"F32": "<I", "I32": "<i", "BOOL": "<B"}
+SIZES = {"F32": 4, "I32": 4, "BOOL": 1, "BF16": 2}
+FORMATS = {"F32": "<I", "I32": "<i", "BOOL": "<B", "BF16": "<H"}
 
 
 def fail(msg):
@@ -98,7 +99,7 @@ def dump(meta, tensors, values):
     for name, dtype, shape, _, _ in tensors:
         parts = ["tensor", name, dtype, "[" + ",".join(str(d) for d in shape) + "]"]
         for v in values[name]:
-            parts.append("%08x" % v if dtype == "F32" else str(v))
+            parts.append("%08x" % v if dtype == "F32" else "%04x" % v if dtype == "BF16" else str(v))
         lines.append(" ".join(parts))
     return "\n".join(lines) + "\n"
 
@@ -118,7 +119,11 @@ def compare_with_safetensors(path, meta, tensors, values):
         arr = loaded[name]
         if list(arr.shape) != list(shape):
             fail("safetensors: %r has shape %r" % (name, arr.shape))
-        if dtype == "F32":
+        if dtype == "BF16":  # numpy has no bfloat16: the bits as uint16 when it hands them over
+            if arr.dtype.itemsize != 2:
+                fail("safetensors: %r has dtype %r" % (name, arr.dtype))
+            got = [int(x) for x in np.ascontiguousarray(arr).view("<u2").ravel()]
+        elif dtype == "F32":
             got = [int(x) for x in np.ascontiguousarray(arr, dtype="<f4").view("<u4").ravel()]
         else:
             got = [int(x) for x in arr.ravel()]

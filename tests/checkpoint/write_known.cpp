@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/Checkpoint.h"
+#include "support/BF16.h"
 
 using gsl::backend::DType;
 using gsl::backend::Tensor;
@@ -26,6 +27,8 @@ int main(int argc, char** argv) {
   }
   Tensor mask(TensorType{DType::Bool, {2, 3}});
   for (int i = 0; i < 6; ++i) mask.i32()[i] = (i % 3 == 0) ? 1 : 0;
+  Tensor bf16(TensorType{DType::BF16, {2, 2}});  // 1.0, -2.5, 0.1 (rounded), inf
+  for (int i = 0; i < 4; ++i) bf16.bf16()[i] = gsl::f32ToBF16(std::vector<float>{1.0f, -2.5f, 0.1f, std::numeric_limits<float>::infinity()}[i]);
   Tensor big(TensorType{DType::F32, {3, 5, 7}});
   for (int64_t i = 0; i < big.size(); ++i) big.f32()[i] = (float)i * 0.25f - 10.0f;
   std::vector<NamedTensor> ts = {
@@ -39,6 +42,7 @@ int main(int argc, char** argv) {
       {"empty", Tensor(TensorType{DType::F32, {0, 3}})},
       {"big", big},
       {"caf\xc3\xa9 \"quoted\"", Tensor::fromI32({1}, {7})},
+      {"half", bf16},
   };
   std::map<std::string, std::string> meta = {
       {"format", "gsl"}, {"step", "1234"}, {"note", "tab\there \"q\" \\ \xc3\xa9"}};
@@ -51,7 +55,10 @@ int main(int argc, char** argv) {
   for (const auto& [k, v] : meta) std::printf("meta %s=%s\n", k.c_str(), v.c_str());
   for (const NamedTensor& nt : ts) {
     const Tensor& t = nt.value;
-    const char* dt = t.dtype() == DType::F32 ? "F32" : t.dtype() == DType::I32 ? "I32" : "BOOL";
+    const char* dt = t.dtype() == DType::F32    ? "F32"
+                     : t.dtype() == DType::I32  ? "I32"
+                     : t.dtype() == DType::BF16 ? "BF16"
+                                                : "BOOL";
     std::string shape = "[";
     for (size_t i = 0; i < t.shape().size(); ++i) shape += (i ? "," : "") + std::to_string(t.shape()[i]);
     shape += "]";
@@ -61,6 +68,8 @@ int main(int argc, char** argv) {
         uint32_t bits;
         std::memcpy(&bits, &t.f32()[i], 4);
         std::printf(" %08x", bits);
+      } else if (t.dtype() == DType::BF16) {
+        std::printf(" %04x", (unsigned)t.bf16()[i]);
       } else {
         std::printf(" %d", (int)t.i32()[i]);
       }

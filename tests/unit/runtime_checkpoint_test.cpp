@@ -508,9 +508,9 @@ TEST_CASE("read errors: header structure, dtypes, shapes and offsets") {
 
   // dtypes
   CHECK(err("{" + entry("w", "F16", "[4]", 0, 8) + "}", d8) ==
-        m + "tensor 'w' has dtype 'F16', which GSL does not read (it reads F32, I32 and BOOL)");
+        m + "tensor 'w' has dtype 'F16', which GSL does not read (it reads F32, I32, BOOL and BF16)");
   CHECK(err("{" + entry("w", "f32", "[2]", 0, 8) + "}", d8) ==
-        m + "tensor 'w' has dtype 'f32', which GSL does not read (it reads F32, I32 and BOOL)");
+        m + "tensor 'w' has dtype 'f32', which GSL does not read (it reads F32, I32, BOOL and BF16)");
 
   // shape and offsets inconsistent with the dtype
   CHECK(err("{" + entry("w", "F32", "[2,3]", 0, 20) + "}", std::string(20, '\0')) ==
