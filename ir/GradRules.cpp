@@ -421,7 +421,7 @@ void gradEinsum(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og)
         usedHere.insert(fresh);
         outLabels += fresh;
         spec += std::string(",") + c + fresh;
-        ins.push_back(eye(b, size[c]));
+        ins.push_back(b.cast(eye(b, size[c]), r->type.dtype));  // bf16 einsums: a bf16 identity
       }
       spec += "->" + outLabels;
       r = b.op(OpKind::Einsum, ins, attrs({{"spec", spec}}));
@@ -573,7 +573,7 @@ void gradTake(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og) {
   const Shape& ts = table->type.shape;
   int64_t rows = ts[0], n = idx->type.numElements(), d = 1;
   for (size_t i = 1; i < ts.size(); ++i) d *= ts[i];
-  Value* oh = b.op(OpKind::OneHot, {b.reshape(idx, {n})}, attrs({{"n", rows}}));
+  Value* oh = b.cast(b.op(OpKind::OneHot, {b.reshape(idx, {n})}, attrs({{"n", rows}})), g->type.dtype);
   Value* dt = b.op(OpKind::MatMul, {b.transposeLast2(oh), b.reshape(g, {n, d})});
   og[0] = b.reshape(dt, ts);
 }
