@@ -10,6 +10,7 @@
 // support/BF16.h's f32ToBF16) and stores it, masked at the right edge.
 #include "backend/jit/BF16Gemm.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -23,10 +24,21 @@
 
 namespace gsl::backend::jit {
 
+// cpuid leaf 7 sub-leaf 1, EAX bit 5 (AVX512_BF16), with AVX-512F (leaf 7
+// sub-leaf 0, EBX bit 16) and the OS saving the zmm state (XCR0 bits 1, 2
+// and 5..7), read directly so that the check does not depend on which
+// feature names the compiler's __builtin_cpu_supports knows.
 bool cpuHasAvx512Bf16() {
   static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512bf16") != 0;
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & (1u << 16))) return false;
+    const unsigned maxSub = a;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
+    unsigned lo, hi;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 0xe6u) != 0xe6u) return false;
+    if (maxSub < 1 || !__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+    return (a & (1u << 5)) != 0;
   }();
   return has;
 }

@@ -5,10 +5,15 @@
 // f32 sums come in another order than the reference's, so its results may
 // differ by one bf16 rounding step (2^-8 relative) where an f32 sum lies
 // next to a rounding boundary; with integer-valued operands every sum is
-// exact and the bits agree.
+// exact and the bits agree. On a CPU without AVX512_BF16 the engine
+// narrows bf16Dot = 1 to 0 (as it narrows vectorWidth), so there both runs
+// of checkMatMul take the portable path and the vdpbf16ps kernel is not
+// executed (the development VM, an AMD EPYC with AVX2 only, is such a CPU).
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <fstream>
+#include <string>
 
 #include "backend/jit/BF16Gemm.h"
 #include "jit_test_util.h"
@@ -103,4 +108,21 @@ TEST_CASE("jit bf16: integer-valued 256 x 256 sums are exact on vdpbf16ps") {
   // Products of bf16 values are exact in f32 and these sums stay below
   // 2^24, so the vdpbf16ps kernel's f32 accumulators hold the exact result.
   checkMatMul({256, 256}, {256, 256}, true);
+}
+
+TEST_CASE("jit bf16: the CPU feature check agrees with the kernel's view (/proc/cpuinfo's avx512_bf16)") {
+  // The vdpbf16ps kernel runs only where this says yes; a wrong yes would
+  // execute an illegal instruction, a wrong no would hide the fast path.
+  std::ifstream in("/proc/cpuinfo");
+  if (!in) return;  // not Linux: nothing to compare with
+  std::string line;
+  bool flagged = false, sawFlags = false;
+  while (std::getline(in, line))
+    if (line.rfind("flags", 0) == 0) {
+      sawFlags = true;
+      flagged = (line + " ").find(" avx512_bf16 ") != std::string::npos;
+      break;
+    }
+  if (!sawFlags) return;
+  CHECK(gsl::backend::jit::cpuHasAvx512Bf16() == flagged);
 }
