@@ -1,0 +1,87 @@
+// bf16 GEMM against f32 GEMM, both through GSL's JIT, single thread, in
+// one run: C = A B at N x N x N (1024 by default; --quick 256), best of
+// several calls each. Prints GFLOP/s (2 N^3 flops a call) of
+//   - f32 matmul (the JIT's generated f32 kernel),
+//   - bf16 matmul with the engine's default (vdpbf16ps when the CPU has
+//     AVX512_BF16, else the portable path),
+//   - bf16 matmul through the portable path (GSL_JIT_BF16=portable's
+//     choice: widen to f32, the reference kernel's f32 product, round),
+// and the ratio bf16/f32 (the goal is >= 1.6). bench/bf16_torch.py measures
+// PyTorch's CPU bf16 matmul the same way; bench/bf16.sh runs both.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "backend/jit/BF16Gemm.h"
+#include "backend/jit/JitEngine.h"
+#include "ir/Function.h"
+#include "support/BF16.h"
+
+using namespace gsl;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+backend::Tensor randomTensor(ir::DType dt, const ir::Shape& s, uint32_t seed) {
+  backend::Tensor f(ir::TensorType{ir::DType::F32, s});
+  uint32_t x = seed;
+  for (int64_t i = 0; i < f.size(); ++i) {
+    x = x * 1664525u + 1013904223u;
+    f.f32()[i] = (float)((x >> 8) * (1.0 / 16777216.0) - 0.5);
+  }
+  if (dt == ir::DType::F32) return f;
+  backend::Tensor b(ir::TensorType{ir::DType::BF16, s});
+  narrowBF16(f.f32(), b.bf16(), f.size());
+  return b;
+}
+
+// Best seconds of `reps` calls of matmul on (n x n) operands of dtype dt.
+double timeMatMul(ir::DType dt, int64_t n, int reps, const backend::JitOptions& opts) {
+  ir::Function f;
+  f.name = "mm";
+  ir::Value* a = f.addArg({dt, {n, n}});
+  ir::Value* b = f.addArg({dt, {n, n}});
+  f.results = {f.append(ir::OpKind::MatMul, {a, b}, {}, ir::TensorType{dt, {n, n}})->result};
+  std::vector<backend::Tensor> args = {randomTensor(dt, {n, n}, 1), randomTensor(dt, {n, n}, 2)};
+  auto engine = backend::makeJitEngine({}, opts);
+  engine->call(f, args);  // compile and warm up
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = Clock::now();
+    engine->call(f, args);
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  int64_t n = 1024;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    else if (std::strcmp(argv[i], "--n") == 0 && i + 1 < argc) n = std::atoll(argv[++i]);
+  }
+  if (quick) n = 256;
+  const int reps = quick ? 2 : 5;
+  const double flops = 2.0 * (double)n * (double)n * (double)n;
+  backend::JitOptions opts;  // the defaults: the engine picks vdpbf16ps on AVX512_BF16
+  backend::JitOptions portable;
+  portable.bf16Dot = 0;
+  const double tf = timeMatMul(ir::DType::F32, n, reps, opts);
+  const double tb = timeMatMul(ir::DType::BF16, n, reps, opts);
+  const double tp = timeMatMul(ir::DType::BF16, n, reps, portable);
+  std::printf("bf16 GEMM %lld^3, single thread, CPU has AVX512_BF16: %s\n", (long long)n,
+              backend::jit::cpuHasAvx512Bf16() ? "yes" : "no");
+  std::printf("  f32  matmul (JIT kernel)        %8.2f GFLOP/s  %8.2f ms\n", flops / tf * 1e-9, tf * 1e3);
+  std::printf("  bf16 matmul (JIT, %s) %8.2f GFLOP/s  %8.2f ms\n",
+              backend::jit::cpuHasAvx512Bf16() ? "vdpbf16ps    " : "no AVX512_BF16", flops / tb * 1e-9, tb * 1e3);
+  std::printf("  bf16 matmul (portable fallback) %8.2f GFLOP/s  %8.2f ms\n", flops / tp * 1e-9, tp * 1e3);
+  std::printf("ratio bf16/f32 throughput %.2f (goal >= 1.6), portable/f32 %.2f\n", tf / tb, tf / tp);
+  return 0;
+}
