@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "../unit/comm_cases.h"
 #include "backend/Kernels.h"
 #include "runtime/MpiComm.h"
+#include "support/BF16.h"
 
 using namespace commtest;
 using gsl::backend::CommError;
@@ -127,6 +129,38 @@ int main(int argc, char** argv) {
   int src = ((rank - 3) % n + n) % n;
   if (v[0] != src || v[1] != 10 * src) fail(rank, "in-place permute");
   comm.barrier();
+
+  // 4. bf16 reductions (MPI has no bf16 type: sent as bytes, summed in f32
+  // on receipt): the f32 result rounded once, and half of f32's bytes.
+  {
+    const size_t count = 10;  // not a multiple of the group size: padded chunks
+    std::vector<uint16_t> b(count), bs(count * n), br(count);
+    std::vector<float> f(count), fs(count * n), fr(count);
+    for (size_t i = 0; i < count; ++i) {
+      f[i] = ((float)i - 3.0f) * 0.5f + (float)rank;  // sums over ranks exact in f32
+      b[i] = gsl::f32ToBF16(f[i]);
+    }
+    for (size_t i = 0; i < count * n; ++i) {
+      fs[i] = (float)(i % 7) + 0.25f * (float)rank;
+      bs[i] = gsl::f32ToBF16(fs[i]);
+    }
+    auto sent = [&](const char* kind, const std::function<void()>& call) {
+      const uint64_t before = comm.stats.bytesSent[kind];
+      call();
+      return comm.stats.bytesSent[kind] - before;
+    };
+    const uint64_t arB = sent("all_reduce", [&] { comm.allReduce(world, b.data(), count, DType::BF16, ReduceOp::Sum); });
+    const uint64_t arF = sent("all_reduce", [&] { comm.allReduce(world, f.data(), count, DType::F32, ReduceOp::Sum); });
+    const uint64_t rsB = sent("reduce_scatter", [&] { comm.reduceScatter(world, bs.data(), count, DType::BF16, br.data()); });
+    const uint64_t rsF = sent("reduce_scatter", [&] { comm.reduceScatter(world, fs.data(), count, DType::F32, fr.data()); });
+    for (size_t i = 0; i < count; ++i) {
+      if (gsl::bf16ToF32(b[i]) != gsl::roundBF16(f[i])) fail(rank, "bf16 all_reduce element " + std::to_string(i));
+      if (gsl::bf16ToF32(br[i]) != gsl::roundBF16(fr[i])) fail(rank, "bf16 reduce_scatter element " + std::to_string(i));
+    }
+    if (n > 1 && (arB * 2 != arF || rsB * 2 != rsF || arB == 0))
+      fail(rank, "bf16 bytes: all_reduce " + std::to_string(arB) + " vs f32 " + std::to_string(arF) +
+                     ", reduce_scatter " + std::to_string(rsB) + " vs f32 " + std::to_string(rsF));
+  }
 
   int32_t total = failures;
   comm.allReduce(world, &total, 1, DType::I32, ReduceOp::Sum);
