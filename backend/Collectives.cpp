@@ -15,6 +15,7 @@
 #include <string>
 
 #include "backend/Kernels.h"
+#include "support/BF16.h"
 #include "support/Diagnostics.h"
 #include "support/Trace.h"
 
@@ -166,14 +167,51 @@ static void collectiveImpl(const Op& op, const char* in, char* out, const Kernel
 
   if (op.kind == OpKind::ShardSlice) {  // local: block `index` of dim
     const int64_t dim = at.getInt("dim");
-    GSL_ASSERT(dim >= 0 && dim < it.rank() && it.shape[dim] % n == 0, what + ": bad dim");
+    GSL_ASSERT(dim >= 0 && dim < it.rank(), what + ": bad dim");
     Shape s = it.shape;
-    s[dim] /= n;
+    s[dim] = (s[dim] + n - 1) / n;
     GSL_ASSERT(s == rt.shape, what + ": result type does not match the group size");
     const int64_t outer = product(s, 0, (size_t)dim);
-    const int64_t piece = product(s, (size_t)dim, s.size()) * eb;
+    const int64_t piece = product(s, (size_t)dim, s.size()) * eb;  // bytes
+    if (it.shape[dim] % n == 0) {
+      for (int64_t o = 0; o < outer; ++o)
+        std::memcpy(out + o * piece, in + (o * n + index) * piece, piece);
+      return;
+    }
+    // A padded dim: this block's rows [index * c, (index + 1) * c), those
+    // past the dim's end zeros.
+    const int64_t c = s[dim], inner = piece / std::max<int64_t>(c, 1);  // inner: bytes of a row
+    const int64_t rows = std::clamp<int64_t>(it.shape[dim] - index * c, 0, c);
+    const int64_t inRow = it.shape[dim] * inner;
+    for (int64_t o = 0; o < outer; ++o) {
+      if (rows) std::memcpy(out + o * piece, in + o * inRow + index * c * inner, rows * inner);
+      std::memset(out + o * piece + rows * inner, 0, (c - rows) * inner);
+    }
+    return;
+  }
+  if (op.kind == OpKind::PadMask) {  // local: padding rows of this block set to `value`
+    const int64_t dim = at.getInt("dim"), size = at.getInt("size");
+    GSL_ASSERT(dim >= 0 && dim < it.rank() && rt == it, what + ": bad dim or result type");
+    const int64_t c = it.shape[dim];
+    const int64_t outer = product(it.shape, 0, (size_t)dim);
+    const int64_t inner = product(it.shape, (size_t)dim + 1, it.shape.size());
+    const int64_t rows = std::clamp<int64_t>(size - index * c, 0, c);
+    const double value = at.getFloat("value");
+    // The fill value's bytes in the operand's dtype (eb bytes).
+    char fill[4] = {0, 0, 0, 0};
+    if (it.dtype == DType::F32) {
+      float f = (float)value;
+      std::memcpy(fill, &f, 4);
+    } else if (it.dtype == DType::BF16) {
+      uint16_t h = gsl::f32ToBF16((float)value);
+      std::memcpy(fill, &h, 2);
+    } else {
+      int32_t v = (int32_t)value;
+      std::memcpy(fill, &v, 4);
+    }
+    if (bytes && in != out) std::memcpy(out, in, bytes);
     for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(out + o * piece, in + (o * n + index) * piece, piece);
+      for (int64_t e = (o * c + rows) * inner; e < (o + 1) * c * inner; ++e) std::memcpy(out + e * eb, fill, eb);
     return;
   }
 

@@ -212,8 +212,6 @@ std::optional<Sharding> Sema::checkSharding(const ast::ShardAnnot& a, const Tens
   s.mesh = a.mesh;
   std::set<std::string> used;
   for (size_t d = 0; d < a.dims.size(); ++d) {
-    int64_t prod = 1;
-    std::string names;
     for (const auto& ax : a.dims[d]) {
       if (m->axisIndex(ax) < 0) {
         std::string axes;
@@ -225,14 +223,9 @@ std::optional<Sharding> Sema::checkSharding(const ast::ShardAnnot& a, const Tens
         err(a.dimLocs[d], "mesh axis '" + ax + "' is used twice in one sharding");
         return std::nullopt;
       }
-      prod *= m->axisSize(ax);
-      names += (names.empty() ? "" : " x ") + ax;
     }
-    if (t.shape[d] % prod != 0) {
-      err(a.dimLocs[d], "dim " + std::to_string(d) + " of " + t.str() + " has size " + std::to_string(t.shape[d]) +
-                            ", which is not divisible by " + std::to_string(prod) + " (" + names + ")");
-      return std::nullopt;
-    }
+    // A dim the axes do not divide is padded (docs/sharding.md, "Uneven
+    // dims"): no error.
     s.dims.push_back(a.dims[d]);
   }
   return s;

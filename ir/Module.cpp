@@ -96,12 +96,22 @@ std::vector<int64_t> blocksPerDim(const Module& m, const TensorType& t, const st
 Shape localShape(const Module& m, const TensorType& t, const std::optional<Sharding>& s) {
   std::vector<int64_t> n = blocksPerDim(m, t, s);
   Shape r = t.shape;
-  for (size_t d = 0; d < r.size(); ++d) {
-    GSL_ASSERT(r[d] % n[d] == 0, "localShape: dim " + std::to_string(d) + " of " + t.str() + " is not divisible by " +
-                                     std::to_string(n[d]) + ", the blocks of " + s->str());
-    r[d] /= n[d];
-  }
+  // A dim its blocks do not divide is padded (GSPMD): every rank holds
+  // ceil(size / blocks) rows, the last ranks' blocks end in padding.
+  for (size_t d = 0; d < r.size(); ++d) r[d] = (r[d] + n[d] - 1) / n[d];
   return r;
+}
+
+std::vector<int64_t> paddingPerDim(const Module& m, const TensorType& t, const std::optional<Sharding>& s) {
+  std::vector<int64_t> n = blocksPerDim(m, t, s);
+  for (size_t d = 0; d < n.size(); ++d) n[d] = (t.shape[d] + n[d] - 1) / n[d] * n[d] - t.shape[d];
+  return n;
+}
+
+bool isPadded(const Module& m, const TensorType& t, const std::optional<Sharding>& s) {
+  for (int64_t p : paddingPerDim(m, t, s))
+    if (p) return true;
+  return false;
 }
 
 Shape globalShape(const Module& m, const TensorType& local, const std::optional<Sharding>& s) {

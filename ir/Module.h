@@ -75,14 +75,24 @@ struct Module {
 };
 
 // The one local-shape rule: the block of a `t` value that lies as `s` on
-// each device has every split dim divided by the sizes of its mesh axes (no
-// sharding, or a replicated one: the whole shape). A dim its axes do not
-// divide, or a mesh the module lacks, is an internal error: the front end
-// checks annotations and propagation only splits dims evenly.
+// each device has every split dim divided by the number of its blocks (the
+// product of its mesh axes' sizes), rounded up (no sharding, or a
+// replicated one: the whole shape). A dim its blocks do not divide is
+// padded, GSPMD-style: the value lies as the "padded whole" of
+// blocks * ceil(size / blocks) rows split evenly, so the last ranks' blocks
+// end in padding rows (docs/sharding.md, "Uneven dims"). A mesh the module
+// lacks is an internal error.
 Shape localShape(const Module& m, const TensorType& t, const std::optional<Sharding>& s);
 // Each dim's number of blocks under `s` (1 where it is not split).
 std::vector<int64_t> blocksPerDim(const Module& m, const TensorType& t, const std::optional<Sharding>& s);
-// The inverse: the whole shape of a `local` block lying as `s`.
+// Each dim's padding rows under `s`: blocks * ceil(size / blocks) - size
+// (0 where the blocks divide the dim).
+std::vector<int64_t> paddingPerDim(const Module& m, const TensorType& t, const std::optional<Sharding>& s);
+// Whether some dim of `t` is padded under `s`.
+bool isPadded(const Module& m, const TensorType& t, const std::optional<Sharding>& s);
+// The inverse of localShape for an evenly split value: the whole shape of a
+// `local` block lying as `s` (a padded value's whole shape is not its
+// block's: callers that may meet one keep the whole type).
 Shape globalShape(const Module& m, const TensorType& local, const std::optional<Sharding>& s);
 
 }  // namespace gsl::ir

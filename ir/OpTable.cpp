@@ -486,6 +486,30 @@ static std::string ruleScatterLike(const std::vector<TensorType>& in, AttrMap& a
   return "";
 }
 
+// shard_slice: block `index` of dim, padded to ceil(dim / n) rows where n
+// does not divide it.
+static std::string ruleShardSlice(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  int64_t n;
+  if (auto e = groupSize(at, n); !e.empty()) return e;
+  if (auto e = oneAxis(in[0], at, "dim"); !e.empty()) return e;
+  int64_t d = at.getInt("dim");
+  out = in[0];
+  out.shape[d] = (out.shape[d] + n - 1) / n;
+  return "";
+}
+
+static std::string rulePadMask(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  int64_t n;
+  if (auto e = groupSize(at, n); !e.empty()) return e;
+  if (auto e = oneAxis(in[0], at, "dim"); !e.empty()) return e;
+  int64_t d = at.getInt("dim"), size = at.getInt("size");
+  if (size < 0 || size > n * in[0].shape[d])
+    return "pad_mask: size " + std::to_string(size) + " does not fit " + std::to_string(n) + " blocks of dim " +
+           std::to_string(d) + " of " + ty(in[0]);
+  out = in[0];
+  return "";
+}
+
 static std::string ruleAllToAll(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
   int64_t n;
   if (auto e = groupSize(at, n); !e.empty()) return e;
@@ -597,7 +621,8 @@ static std::vector<OpInfo> makeTable() {
       {K::ReduceScatter, "reduce_scatter", nullptr, C::Collective, {X, MESH, AXES, N, {"dim", A::Int}}, ruleScatterLike, nullptr, nullptr, nullptr, L::Natural, volumeAllBlocksButOne},
       {K::AllToAll, "all_to_all", nullptr, C::Collective, {X, MESH, AXES, N, {"split_dim", A::Int}, {"concat_dim", A::Int}}, ruleAllToAll, nullptr, nullptr, nullptr, L::Natural, volumeAllBlocksButOne},
       {K::CollectivePermute, "collective_permute", nullptr, C::Collective, {X, MESH, AXES, N, {"perm", A::Ints}}, rulePermute, nullptr, nullptr, nullptr, L::Natural, volumeWhole},
-      {K::ShardSlice, "shard_slice", nullptr, C::Collective, {X, MESH, AXES, N, {"dim", A::Int}}, ruleScatterLike, nullptr, nullptr, nullptr, L::Natural, nullptr, NoCommunication},
+      {K::ShardSlice, "shard_slice", nullptr, C::Collective, {X, MESH, AXES, N, {"dim", A::Int}}, ruleShardSlice, nullptr, nullptr, nullptr, L::Natural, nullptr, NoCommunication},
+      {K::PadMask, "pad_mask", nullptr, C::Collective, {X, MESH, AXES, N, {"dim", A::Int}, {"size", A::Int}, {"value", A::Float, 0.0}}, rulePadMask, nullptr, nullptr, nullptr, L::Natural, nullptr, NoCommunication},
       // loop: an op with a body (HasBody): typed by inferLoopTypes, differentiated
       // by the autodiff pass, propagated and partitioned by those passes from
       // its body (ir/Loop.h, docs/loops.md); its row has no rule columns.

@@ -49,7 +49,7 @@ namespace gsl::ir {
   X(Reshape) X(Transpose) X(Concat) X(Slice) X(Broadcast) X(OneHot)         \
   X(Take) X(DynamicIndex) X(DynamicUpdate) X(RandomUniform)                 \
   X(AllReduce) X(AllGather) X(ReduceScatter) X(AllToAll)                    \
-  X(CollectivePermute) X(ShardSlice)                                        \
+  X(CollectivePermute) X(ShardSlice) X(PadMask)                             \
   X(Loop)
 
 enum class OpKind {
@@ -85,7 +85,15 @@ enum class OpClass {
 //   all_to_all {split_dim, concat_dim}: splits split_dim into n blocks, sends
 //       block j to group member j, concatenates what it receives along concat_dim
 //   collective_permute {perm}: group member i receives the block of member perm[i]
-//   shard_slice {dim}: keeps block `index` of dim (dim / n); no communication
+//   shard_slice {dim}: keeps block `index` of dim (dim / n); no communication.
+//       A dim n does not divide is padded: every member keeps ceil(dim / n)
+//       rows, those past the dim's end are zeros (docs/sharding.md, "Uneven
+//       dims")
+//   pad_mask {dim, size, value}: no communication; the rows of this member's
+//       block of dim (block `index` of a padded dim of `size` rows, each block
+//       the operand's dim long) that lie past `size` (padding) set to `value`,
+//       the others kept: the partitioner's mask where padding would change a
+//       result (a contraction or sum over a padded dim)
 
 // Kinds of surface arguments of a builtin.
 enum class ArgKind {

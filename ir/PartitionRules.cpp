@@ -1,5 +1,6 @@
 #include "ir/PartitionRules.h"
 
+#include <algorithm>
 #include <optional>
 #include <tuple>
 
@@ -22,9 +23,17 @@ void partitionMean(LocalBuilder& b, const Op& op) {
   Value* v = b.emit(op.kind, p.operands, op.attrs);
   if (!p.result.partial.empty()) {
     // mean over a split dim: each rank's local mean, weighted by its share
-    // of the elements, sums to the global mean.
+    // of the elements, sums to the global mean. The share is the local
+    // count of reduced elements over the whole count: 1 / partialGroup when
+    // the blocks divide the reduced dims; over a padded dim the local block
+    // counts its padding rows (masked to 0 by the plan), so the local mean
+    // times this share is the block's sum over the true count.
+    const TensorType& gi = op.operands[0]->type;
+    const TensorType& li = p.operands[0]->type;
+    int64_t localCount = li.numElements() / std::max<int64_t>(1, TensorType{li.dtype, p.localShape}.numElements());
+    int64_t wholeCount = gi.numElements() / std::max<int64_t>(1, op.result->type.numElements());
     AttrMap c;
-    c.set("value", 1.0 / (double)p.partialGroup);
+    c.set("value", (double)localCount / (double)wholeCount);
     Value* k = b.emitSource(OpKind::Constant, c, {op.result->type.dtype, {}});  // f32 or bf16
     v = b.emit(OpKind::Mul, {v, k}, {});
   }

@@ -24,7 +24,10 @@ std::optional<std::map<std::string, int64_t>> contiguousLayout(const Module& m, 
   if (s.mesh.empty() || !m.findMesh(s.mesh)) return w;
   int last = -1;
   for (int d = 0; d < (int)shape.size(); ++d)
-    if (!s.dims[d].empty()) last = d;
+    if (!s.dims[d].empty()) {
+      last = d;
+      if (shape[d] % axesProduct(m, s.mesh, s.dims[d]) != 0) return std::nullopt;  // padded: no contiguous block
+    }
   for (int d = 0; d < last; ++d)
     if (shape[d] != axesProduct(m, s.mesh, s.dims[d])) return std::nullopt;
   int64_t stride = 1;  // elements per step along dim d

@@ -32,8 +32,31 @@ struct Propagator {
 
   // Builds a sharding for value `v` whose dims carry `labels`, from a
   // label -> axes map, applying rules 4 and 5.
+  // Padding (docs/sharding.md, "Uneven dims"): dim `size` of a label may
+  // take axes that do not divide it when every dim of `op` carrying the
+  // label has that size and one of them already lies padded (split over
+  // axes that do not divide it). Values split evenly never start padding.
+  bool padsAlong(const Op& op, const DimLabels& L, int label, int64_t size) {
+    bool padded = false;
+    auto scan = [&](const Value* v, const std::vector<int>& labels) {
+      for (size_t d = 0; d < labels.size() && d < v->type.shape.size(); ++d) {
+        if (labels[d] != label) continue;
+        if (v->type.shape[d] != size) return false;
+        const auto& s = v->sharding;
+        if (!s || s->dims.size() <= d || s->dims[d].empty()) continue;
+        const Mesh* m = mod.findMesh(s->mesh);
+        if (m && size % axesProduct(*m, s->dims[d]) != 0) padded = true;
+      }
+      return true;
+    };
+    for (size_t i = 0; i < op.operands.size() && i < L.operands.size(); ++i)
+      if (!scan(op.operands[i], L.operands[i])) return false;
+    if (!scan(op.result, L.result)) return false;
+    return padded;
+  }
+
   Sharding build(const std::string& mesh, const Value* v, const std::vector<int>& labels,
-                 const std::map<int, std::vector<std::string>>& axes, const DimLabels& L) {
+                 const std::map<int, std::vector<std::string>>& axes, const DimLabels& L, const Op& op) {
     const Mesh* m = mod.findMesh(mesh);
     Sharding s = Sharding::replicated(mesh, v->type.rank());
     std::set<std::string> used;
@@ -44,8 +67,9 @@ struct Propagator {
       // used by an earlier dim, the dim divisible by the axes' product.
       std::vector<std::string> keep;
       int64_t n = 1;
+      const bool pads = padsAlong(op, L, labels[d], v->type.shape[d]);
       for (const auto& a : it->second) {
-        if (used.count(a) || v->type.shape[d] % (n * m->axisSize(a)) != 0) break;
+        if (used.count(a) || (v->type.shape[d] % (n * m->axisSize(a)) != 0 && !pads)) break;
         keep.push_back(a);
         n *= m->axisSize(a);
       }
@@ -237,7 +261,7 @@ struct Propagator {
     if (mesh.empty()) return false;
     std::map<int, std::vector<std::string>> axes;
     collect(srcs, L, axes);
-    op.result->sharding = build(mesh, op.result, L.result, axes, L);
+    op.result->sharding = build(mesh, op.result, L.result, axes, L, op);
     if (op.kind == OpKind::Reshape) keepLayout(op.operands[0], op.result);
     op.result->shardingVia = &op;
     // The source: the operand with the most split dims (rule 2); among
@@ -276,7 +300,7 @@ struct Propagator {
           srcs.push_back({&*op.operands[j]->sharding, &L.operands[j]});
       std::map<int, std::vector<std::string>> axes;
       collect(srcs, L, axes);
-      v->sharding = build(mesh, v, L.operands[i], axes, L);
+      v->sharding = build(mesh, v, L.operands[i], axes, L, op);
       if (op.kind == OpKind::Reshape) keepLayout(op.result, v);
       v->shardingVia = &op;
       v->shardingSource = op.result;

@@ -48,6 +48,7 @@ class Partitioner : public LocalBuilder {
       Value* la = out_->addArg({a->type.dtype, shapeOf(a->type, s)});
       la->sharding = denormalize(s);
       map_[a] = {la, s};
+      whole_[la] = a->type.shape;
     }
     for (const auto& op : g_.ops) partitionOp(*op);
     for (size_t i = 0; i < g_.results.size(); ++i) {
@@ -70,6 +71,43 @@ class Partitioner : public LocalBuilder {
   std::unique_ptr<Function> out_;
   std::map<const Value*, Local> map_;
   const Value* target_ = nullptr;  // the value whose plans are recorded
+  // The whole (global) shape of each local value: a padded dim's block does
+  // not say its whole size (docs/sharding.md, "Uneven dims"). Values not
+  // recorded are split evenly (or replicated).
+  std::map<const Value*, Shape> whole_;
+
+  Shape wholeOf(const Local& x) {
+    if (auto it = whole_.find(x.v); it != whole_.end()) return it->second;
+    return ir::globalShape(mod_, x.v->type, denormalize(x.s));
+  }
+  // Whether dim `d` of whole shape `G` is padded when split over `axes`.
+  bool padded(const Shape& G, int d, const std::string& meshName, const std::vector<std::string>& axes) {
+    return !axes.empty() && G[d] % product(meshName, axes) != 0;
+  }
+  // Dim `d` of `x` gathered whole: all_gather of each of its axes, minor
+  // first, then a slice dropping the padding rows (a padded dim gathered
+  // holds blocks * ceil(size / blocks) rows, the padding at its end).
+  Local gatherWhole(Local x, int d, const Shape& G, SourceLoc loc) {
+    const std::string& mn = x.s.mesh;
+    while (!x.s.dims[d].empty()) {
+      AttrMap at = collectiveAttrs(mn, {x.s.dims[d].back()});
+      at.set("dim", (int64_t)d);
+      x.v = emit(OpKind::AllGather, {x.v}, at, loc);
+      x.s.dims[d].pop_back();
+      whole_[x.v] = G;
+      tagged(x);
+    }
+    if (x.v->type.shape[d] != G[d]) {
+      AttrMap at;
+      at.set("axis", (int64_t)d);
+      at.set("start", (int64_t)0);
+      at.set("end", G[d]);
+      x.v = emit(OpKind::Slice, {x.v}, at, loc);
+      whole_[x.v] = G;
+      tagged(x);
+    }
+    return x;
+  }
 
   const Mesh& mesh(const std::string& name) {
     const Mesh* m = mod_.findMesh(name);
@@ -136,7 +174,9 @@ class Partitioner : public LocalBuilder {
     }
     AttrMap at = collectiveAttrs(mn, cur);
     at.set("perm", perm);
+    Shape G = wholeOf(x);
     x.v = emit(OpKind::CollectivePermute, {x.v}, at, loc);
+    whole_[x.v] = G;
     x.s.dims[d] = order;
     return tagged(x);
   }
@@ -153,6 +193,8 @@ class Partitioner : public LocalBuilder {
     }
     if (t.mesh.empty()) return x;
     const std::string& mn = t.mesh;
+    const Shape G = wholeOf(x);
+    auto keep = [&](const Local& l) { whole_[l.v] = G; };
     // 1. Pending partial sums: reduce_scatter where the target splits a dim
     //    further on that axis, all_reduce for the rest.
     if (!x.s.partial.empty()) {
@@ -162,10 +204,11 @@ class Partitioner : public LocalBuilder {
         for (int d = 0; d < rank && !done; ++d) {
           auto want = x.s.dims[d];
           want.push_back(a);
-          if (t.dims[d] == want && x.v->type.shape[d] % product(mn, {a}) == 0) {
+          if (t.dims[d] == want && x.v->type.shape[d] % product(mn, {a}) == 0 && !padded(G, d, mn, want)) {
             AttrMap at = collectiveAttrs(mn, {a});
             at.set("dim", (int64_t)d);
             x.v = emit(OpKind::ReduceScatter, {x.v}, at, loc);
+            keep(x);
             x.s.dims[d] = want;
             done = true;
           }
@@ -177,15 +220,27 @@ class Partitioner : public LocalBuilder {
         at.erase("n");
         at.set("reduce", std::string("sum"));
         x.v = emit(OpKind::AllReduce, {x.v}, at, loc);
+        keep(x);
       }
       x.s.partial.clear();
       tagged(x);
     }
-    // 2. Dims whose current split is not a prefix of the target: move the
-    //    minor axis to the dim that wants it (all_to_all) or gather it.
     auto isPrefix = [](const std::vector<std::string>& a, const std::vector<std::string>& b) {
       return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
     };
+    // 1b. Padded dims (docs/sharding.md, "Uneven dims") whose split changes,
+    //     other than to the same axes in another order, and split dims that
+    //     are to become padded under more axes: gathered whole first (their
+    //     blocks do not nest), then split as the target wants (3.).
+    for (int d = 0; d < rank; ++d) {
+      const auto& cur = x.s.dims[d];
+      if (cur.empty() || cur == t.dims[d]) continue;
+      bool permuted = cur.size() == t.dims[d].size() && std::is_permutation(cur.begin(), cur.end(), t.dims[d].begin());
+      if ((padded(G, d, mn, cur) && !permuted) || (padded(G, d, mn, t.dims[d]) && !permuted))
+        x = gatherWhole(x, d, G, loc);
+    }
+    // 2. Dims whose current split is not a prefix of the target: move the
+    //    minor axis to the dim that wants it (all_to_all) or gather it.
     for (int guard = 0; guard < 64; ++guard) {
       int d = -1;
       for (int k = 0; k < rank; ++k)
@@ -206,7 +261,8 @@ class Partitioner : public LocalBuilder {
         if (k == d) continue;
         auto want = x.s.dims[k];
         want.push_back(a);
-        if (isPrefix(want, t.dims[k]) && x.v->type.shape[k] % product(mn, {a}) == 0) {
+        if (isPrefix(want, t.dims[k]) && x.v->type.shape[k] % product(mn, {a}) == 0 && !padded(G, k, mn, want) &&
+            !padded(G, k, mn, t.dims[k]) && !padded(G, d, mn, x.s.dims[d])) {
           e = k;
           break;
         }
@@ -221,6 +277,7 @@ class Partitioner : public LocalBuilder {
         at.set("dim", (int64_t)d);
         x.v = emit(OpKind::AllGather, {x.v}, at, loc);
       }
+      keep(x);
       x.s.dims[d].pop_back();
       tagged(x);
     }
@@ -231,6 +288,7 @@ class Partitioner : public LocalBuilder {
       AttrMap at = collectiveAttrs(mn, extra);
       at.set("dim", (int64_t)d);
       x.v = emit(OpKind::ShardSlice, {x.v}, at, loc);
+      keep(x);
       x.s.dims[d] = t.dims[d];
       tagged(x);
     }
@@ -249,6 +307,25 @@ class Partitioner : public LocalBuilder {
       return s;
     }
   };
+
+  // Whether `label` of `op` may be split into n blocks: n divides every dim
+  // carrying it, or (padding, docs/sharding.md "Uneven dims") every dim
+  // carrying it has the same size, so all of them pad alike.
+  bool splitFits(const Op& op, const DimLabels& L, int label, int64_t n) {
+    bool divides = true, same = true;
+    int64_t size = -1;
+    auto scan = [&](const std::vector<int>& labels, const Shape& shape) {
+      for (size_t d = 0; d < labels.size(); ++d) {
+        if (labels[d] != label) continue;
+        divides &= shape[d] % n == 0;
+        if (size >= 0 && shape[d] != size) same = false;
+        size = shape[d];
+      }
+    };
+    for (size_t i = 0; i < op.operands.size(); ++i) scan(L.operands[i], op.operands[i]->type.shape);
+    scan(L.result, op.result->type.shape);
+    return divides || same;
+  }
 
   Plan makePlan(const Op& op, const DimLabels& L, const Sharding& decided, const std::set<int>& resultLabels,
                 bool operandsFirst) {
@@ -282,15 +359,10 @@ class Partitioner : public LocalBuilder {
       fromResult();
       fromOperands();
     }
-    // Drop splits that do not divide every dim carrying the label.
-    auto checkDims = [&](const std::vector<int>& labels, const Shape& shape) {
-      for (size_t d = 0; d < labels.size(); ++d) {
-        auto it = p.T.find(labels[d]);
-        if (it != p.T.end() && shape[d] % product(p.mesh, it->second) != 0) p.T.erase(it);
-      }
-    };
-    for (size_t i = 0; i < op.operands.size(); ++i) checkDims(L.operands[i], op.operands[i]->type.shape);
-    checkDims(L.result, op.result->type.shape);
+    // Drop splits that neither divide every dim carrying the label nor pad
+    // them alike.
+    for (auto it = p.T.begin(); it != p.T.end();)
+      it = splitFits(op, L, it->first, product(p.mesh, it->second)) ? std::next(it) : p.T.erase(it);
     return p;
   }
 
@@ -311,6 +383,28 @@ class Partitioner : public LocalBuilder {
     return rs;
   }
 
+  // Operand i's local block `v` under plan `p`, with the padding rows of
+  // every contracted label split over axes that do not divide it set to 0
+  // (pad_mask): a contraction or sum over a padded dim must not add them
+  // (docs/sharding.md, "Uneven dims"). Other labels need no mask.
+  Value* maskPadding(const Op& op, const DimLabels& L, const Plan& p, size_t i, Value* v, SourceLoc loc) {
+    const Shape& G = op.operands[i]->type.shape;
+    for (size_t d = 0; d < L.operands[i].size(); ++d) {
+      int label = L.operands[i][d];
+      auto it = p.T.find(label);
+      if (it == p.T.end() || std::count(L.result.begin(), L.result.end(), label) || !padded(G, (int)d, p.mesh, it->second))
+        continue;
+      AttrMap at = collectiveAttrs(p.mesh, it->second);
+      at.set("dim", (int64_t)d);
+      at.set("size", G[d]);
+      at.set("value", 0.0);
+      v = emit(OpKind::PadMask, {v}, at, loc);
+      v->sharding = denormalize(p.shardingFor(L.operands[i]));
+      whole_[v] = G;
+    }
+    return v;
+  }
+
   // What a plan costs one rank: a dry run into a scratch function of the
   // operands' reshards, the local op, and the reshard of its result (partial
   // sums included) to the decided sharding; bytes and FLOPs measured by the
@@ -323,16 +417,21 @@ class Partitioner : public LocalBuilder {
     for (size_t i = 0; i < op.operands.size(); ++i) {
       const Local& cur = map_.at(op.operands[i]);
       Local y{out_->addArg(cur.v->type), cur.s};
-      operands.push_back(reshard(y, p.shardingFor(L.operands[i]), {}).v);
+      whole_[y.v] = wholeOf(cur);
+      operands.push_back(maskPadding(op, L, p, i, reshard(y, p.shardingFor(L.operands[i]), {}).v, {}));
     }
     Sharding rs = resultLayout(L, p);
     Value* v = emit(op.kind, operands, op.attrs, {});
+    whole_[v] = op.result->type.shape;
     uint64_t held = (uint64_t)v->type.byteSize();
     for (Value* o : operands) held += (uint64_t)o->type.byteSize();
     Sharding want = decided;
     if (want.mesh.empty()) want = Sharding::replicated(p.mesh, op.result->type.rank());
     out_->results.push_back(reshard(Local{v, rs}, want, {}).v);
     gsl::passes::Cost c = estimateCost(mod_, *out_);
+    for (const Value* a : out_->args) whole_.erase(a);  // the scratch values die with it
+    for (const auto& o : out_->ops)
+      for (const Value* r : o->results) whole_.erase(r);
     out_ = std::move(saved);
     PlanCost pc;
     for (auto& [k, cc] : c.collectives) pc.bytes += cc.bytes;
@@ -366,15 +465,10 @@ class Partitioner : public LocalBuilder {
       for (size_t d = 0; d < L.operands[i].size(); ++d)
         offer(L.operands[i][d], s.mesh == meshName ? s.dims[d] : std::vector<std::string>{});
     }
-    // Drop splits that do not divide every dim carrying the label.
+    // Drop splits that neither divide every dim carrying the label nor pad
+    // them alike.
     auto divides = [&](int label, const std::vector<std::string>& axes) {
-      int64_t n = product(meshName, axes);
-      for (size_t i = 0; i < op.operands.size(); ++i)
-        for (size_t d = 0; d < L.operands[i].size(); ++d)
-          if (L.operands[i][d] == label && op.operands[i]->type.shape[d] % n != 0) return false;
-      for (size_t d = 0; d < L.result.size(); ++d)
-        if (L.result[d] == label && op.result->type.shape[d] % n != 0) return false;
-      return true;
+      return splitFits(op, L, label, product(meshName, axes));
     };
     for (auto& [label, o] : options)
       o.erase(std::remove_if(o.begin() + 1, o.end(), [&](auto& axes) { return !divides(label, axes); }), o.end());
@@ -464,14 +558,20 @@ class Partitioner : public LocalBuilder {
     GSL_ASSERT(p, "param op names an unknown param");
     return normalize(p->sharding, p->type.rank());
   }
-  void setResult(LocalValue l) override { map_[cur_->result] = l; }
+  void setResult(LocalValue l) override {
+    map_[cur_->result] = l;
+    whole_[l.v] = cur_->result->type.shape;
+  }
   Op* emitLoop(std::vector<Value*> operands, AttrMap attrs, const std::vector<TensorType>& types,
                std::unique_ptr<Function> body) override {
     return out_->appendMulti(OpKind::Loop, std::move(operands), std::move(attrs), types, std::move(body), cur_->loc);
   }
   void setResults(std::vector<LocalValue> ls) override {
     GSL_ASSERT(ls.size() == cur_->results.size(), "partitioner: wrong number of local results");
-    for (size_t k = 0; k < ls.size(); ++k) map_[cur_->results[k]] = ls[k];
+    for (size_t k = 0; k < ls.size(); ++k) {
+      map_[cur_->results[k]] = ls[k];
+      whole_[ls[k].v] = cur_->results[k]->type.shape;
+    }
   }
 
   // A reshape whose operand already lies as its decided result would (the
@@ -501,7 +601,8 @@ class Partitioner : public LocalBuilder {
                              : makePlan(op, L, decided_, resultLabels, false);
     LocalPlan p;
     for (size_t i = 0; i < op.operands.size(); ++i) {
-      p.operands.push_back(reshard(map_.at(op.operands[i]), plan.shardingFor(L.operands[i]), op.loc).v);
+      p.operands.push_back(
+          maskPadding(op, L, plan, i, reshard(map_.at(op.operands[i]), plan.shardingFor(L.operands[i]), op.loc).v, op.loc));
       p.operandLayouts.push_back(plan.shardingFor(L.operands[i]));
     }
     p.result = resultLayout(L, plan);
@@ -586,6 +687,7 @@ class Partitioner : public LocalBuilder {
     Sharding rs = p.result;
     if (rs.mesh.empty()) rs = Sharding::replicated("", op.result->type.rank());
     map_[op.result] = tagged({v, rs});
+    whole_[v] = op.result->type.shape;
   }
 
   // Partitions one op by its row's partition rule.

@@ -1,5 +1,6 @@
 #include "runtime/Distribute.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "backend/Kernels.h"
@@ -27,12 +28,15 @@ Tensor localBlock(const ir::Module& m, const Tensor& global, const std::optional
   }
   Tensor out(ir::TensorType{global.dtype(), local});
   if (out.size() == 0) return out;
-  auto gs = global.strides(), ls = out.strides();
+  const ir::Shape& whole = global.type().shape;
+  auto gs = global.strides();
   const int64_t eb = ir::dtypeBytes(global.dtype());  // bf16: 2 bytes
   const char* src = reinterpret_cast<const char*>(global.raw());
   char* dst = reinterpret_cast<char*>(out.raw());
-  // Copy rows of the innermost dim.
+  // Copy rows of the innermost dim; rows or row ends past the whole dim
+  // (the padding of an uneven split, docs/sharding.md) are zeros.
   int64_t inner = r ? local[r - 1] : 1;
+  int64_t innerKept = r ? std::clamp<int64_t>(whole[r - 1] - offset[r - 1], 0, inner) : 1;
   int64_t rows = out.size() / inner;
   std::vector<int64_t> idx(r, 0);
   for (int64_t row = 0; row < rows; ++row) {
@@ -41,9 +45,15 @@ Tensor localBlock(const ir::Module& m, const Tensor& global, const std::optional
       idx[d] = rem % local[d];
       rem /= local[d];
     }
-    for (int d = 0; d < r - 1; ++d) so += (idx[d] + offset[d]) * gs[d];
+    bool pad = false;
+    for (int d = 0; d < r - 1; ++d) {
+      pad |= idx[d] + offset[d] >= whole[d];
+      so += (idx[d] + offset[d]) * gs[d];
+    }
     if (r) so += offset[r - 1];
-    std::memcpy(dst + row * inner * eb, src + so * eb, inner * eb);
+    int64_t kept = pad ? 0 : innerKept;
+    if (kept) std::memcpy(dst + row * inner * eb, src + so * eb, kept * eb);
+    if (kept < inner) std::memset(dst + (row * inner + kept) * eb, 0, (inner - kept) * eb);
   }
   return out;
 }

@@ -159,6 +159,7 @@ class RankRunner : public HostWalker<HostValue> {
   // block), step counters per optimizer, whole states read by --resume
   // (sliced when the step that uses them is built).
   std::map<std::string, HostValue> optStates_;
+  std::map<std::string, ir::TensorType> optStateTypes_;  // each state's whole type
   std::map<std::string, int64_t> optSteps_;
   std::map<std::string, Tensor> resumedStates_;
   int64_t startStep_ = 0;
@@ -444,6 +445,7 @@ class RankRunner : public HostWalker<HostValue> {
       std::string key = stateKey(opt, slot.param, slot.slot);
       const ir::Value* a = f.args[firstState + i];
       auto it = optStates_.find(key);
+      optStateTypes_[key] = slot.type;
       if (it == optStates_.end()) {
         std::optional<Sharding> sh = a->sharding;
         auto r = resumedStates_.find(key);
@@ -574,8 +576,8 @@ class RankRunner : public HostWalker<HostValue> {
     for (const auto& [key, v] : optStates_) {
       names.push_back(key);
       locals.push_back(v.local);
-      // The whole type: the local block scaled back up by its sharding.
-      types.push_back({v.local.dtype(), ir::globalShape(m, v.local.type(), v.sharding)});
+      // The whole type (a padded block does not say it).
+      types.push_back(optStateTypes_.at(key));
       shardings.push_back(v.sharding);
     }
     const ir::Function& g = prog_.programs().gatherProgram(names, types, shardings);
