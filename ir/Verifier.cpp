@@ -215,11 +215,10 @@ std::string checkFunction(const Module& m, const Function& f, bool body = false)
       const std::string& name = attrs.getString("name");
       const Param* p = m.findParam(name);
       if (!p) return where + what + ": names an undeclared param @" + name;
-      // In a per-rank program the param op yields the rank's block.
+      // In a per-rank program the param op yields the rank's block (padded
+      // where its blocks do not divide a dim).
       TensorType block = p->type;
-      if (const Mesh* mesh = p->sharding ? m.findMesh(p->sharding->mesh) : nullptr)
-        for (size_t d = 0; d < block.shape.size() && d < p->sharding->dims.size(); ++d)
-          for (const auto& ax : p->sharding->dims[d]) block.shape[d] /= mesh->axisSize(ax);
+      if (p->sharding && m.findMesh(p->sharding->mesh)) block.shape = localShape(m, p->type, p->sharding);
       if (p->type != r->type && block != r->type)
         return where + what + ": result type is " + r->type.str() + " but param @" + name + " is " +
                p->type.str();

@@ -296,6 +296,10 @@ std::string showBlocks(const std::string& title, const ir::TensorType& t, const 
 
   // Blocks per dim and each device's block coordinates.
   std::vector<int64_t> nb = mesh ? ir::blocksPerDim(m, t, s) : std::vector<int64_t>(rank, 1);
+  // A dim its blocks do not divide is padded (docs/sharding.md, "Uneven
+  // dims"): every block has ceil(size / blocks) rows, the last ones end in
+  // padding rows.
+  std::vector<int64_t> pad = mesh ? ir::paddingPerDim(m, t, s) : std::vector<int64_t>(rank, 0);
   std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> holders;
   for (int64_t r = 0; r < devices; ++r) {
     std::vector<int64_t> idx(rank, 0);
@@ -314,7 +318,11 @@ std::string showBlocks(const std::string& title, const ir::TensorType& t, const 
     if (nb[d] == 1) return x + " not split";
     std::string axes;
     for (const auto& a : s->dims[d]) axes += (axes.empty() ? "" : ", ") + a;
-    return x + " split over " + axes + " into " + std::to_string(nb[d]) + " blocks";
+    x += " split over " + axes + " into " + std::to_string(nb[d]) + " blocks";
+    if (pad[d])
+      x += " of " + std::to_string((t.shape[d] + pad[d]) / nb[d]) + ", padded: " + std::to_string(pad[d]) +
+           " padding " + (pad[d] == 1 ? "row" : "rows") + " at the end";
+    return x;
   };
   if (rank == 0) os << "a scalar\n";
   else if (rank == 1) os << "columns: " << dimText(0) << "\n";
@@ -340,8 +348,12 @@ std::string showBlocks(const std::string& title, const ir::TensorType& t, const 
 
   int64_t rows = rank >= 2 ? nb[0] : 1, cols = rank >= 2 ? nb[1] : (rank == 1 ? nb[0] : 1);
   auto range = [&](int d, int64_t i) {
-    int64_t len = t.shape[d] / nb[d];
-    return std::to_string(i * len) + ":" + std::to_string((i + 1) * len);
+    int64_t len = (t.shape[d] + pad[d]) / nb[d];
+    int64_t lo = std::min(i * len, t.shape[d]), hi = std::min((i + 1) * len, t.shape[d]);
+    int64_t padRows = len - (hi - lo);
+    if (!padRows) return std::to_string(lo) + ":" + std::to_string(hi);
+    if (hi == lo) return "pad " + std::to_string(padRows);
+    return std::to_string(lo) + ":" + std::to_string(hi) + " +" + std::to_string(padRows) + " pad";
   };
   std::map<std::pair<int64_t, int64_t>, std::pair<std::string, std::string>> labels;
   size_t width = 7;
@@ -356,7 +368,7 @@ std::string showBlocks(const std::string& title, const ir::TensorType& t, const 
   // Too many columns for a terminal: say so rather than draw a mess.
   if ((width + 1) * cols > 200) {
     os << "(" << rows << " x " << cols << " blocks: too wide to draw; each block is ";
-    for (int d = 0; d < rank; ++d) os << (d ? " x " : "") << t.shape[d] / nb[d];
+    for (int d = 0; d < rank; ++d) os << (d ? " x " : "") << (t.shape[d] + pad[d]) / nb[d];
     os << ")\n";
     return os.str();
   }
