@@ -315,6 +315,43 @@ inline std::vector<Case> makeCases(const ir::Mesh& mesh) {
           },
           nullptr);
     }
+
+    // shard_slice of a dim n does not divide (3n - 1 rows): blocks of
+    // ceil(3n - 1, n) rows, those past the dim's end zeros.
+    for (int64_t d = 0; d < 3; ++d) {
+      DType dt = kDTypes[d];
+      Shape s = {2, 3, 1};
+      s[d] = 3 * n - 1;
+      AttrMap a = baseAttrs(axes, n);
+      a.set("dim", d);
+      const int64_t blockDim = (s[d] + n - 1) / n;
+      add("padded shard_slice dim " + std::to_string(d), axes, OpKind::ShardSlice, dt, s, a,
+          [=](int rank, const std::vector<int>&, int idx, std::vector<int64_t> u) {
+            u[d] += idx * blockDim;
+            return u[d] >= s[d] ? 0 : word(dt, rank, ravel(u, s));
+          },
+          nullptr);
+    }
+
+    // pad_mask: member idx's block (3 rows) of a dim of 3n - 2 rows; the
+    // rows past the end set to `value`, the others kept.
+    for (int64_t d = 0; d < 3; ++d) {
+      DType dt = kDTypes[(d + 2) % 3];
+      Shape s = {2, 3, 1};
+      s[d] = 3;
+      const int64_t size = 3 * n - 2;
+      const double value = dt == DType::F32 ? -2.5 : dt == DType::I32 ? -7.0 : 0.0;
+      AttrMap a = baseAttrs(axes, n);
+      a.set("dim", d);
+      a.set("size", size);
+      a.set("value", value);
+      add("pad_mask dim " + std::to_string(d), axes, OpKind::PadMask, dt, s, a,
+          [=](int rank, const std::vector<int>&, int idx, std::vector<int64_t> u) {
+            if (idx * 3 + u[d] < size) return word(dt, rank, ravel(u, s));
+            return dt == DType::F32 ? fromF32((float)value) : (int32_t)value;
+          },
+          nullptr);
+    }
   }
   return cases;
 }

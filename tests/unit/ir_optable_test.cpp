@@ -183,6 +183,7 @@ TEST_CASE("byte volumes of the collectives (ring algorithm, B = the local input)
   CHECK(opInfo(OpKind::AllToAll).volume(4, B) == 3 * B / 4);
   CHECK(opInfo(OpKind::CollectivePermute).volume(4, B) == B);
   CHECK(!opInfo(OpKind::ShardSlice).volume);
+  CHECK(!opInfo(OpKind::PadMask).volume);
   // A group of one sends nothing.
   for (auto k : {OpKind::AllGather, OpKind::AllReduce, OpKind::ReduceScatter, OpKind::AllToAll})
     CHECK(opInfo(k).volume(1, B) == 0);
@@ -202,4 +203,23 @@ TEST_CASE("dimLabels reads the sharding column") {
   DimLabels E = dimLabels(*ex);
   CHECK(E.operands[0] == E.result);
   CHECK(E.unsplittable.empty());
+}
+
+TEST_CASE("type rules of padding: shard_slice rounds up, pad_mask keeps its operand's type") {
+  AttrMap at;
+  at.set("mesh", std::string("m"));
+  at.set("axes", std::vector<int64_t>{0});
+  at.set("n", int64_t(3));
+  at.set("dim", int64_t(0));
+  TensorType out;
+  CHECK(inferType(OpKind::ShardSlice, {{DType::F32, {11, 6}}}, at, out) == "");
+  CHECK(out == TensorType{DType::F32, {4, 6}});
+  CHECK(inferType(OpKind::ShardSlice, {{DType::F32, {12, 6}}}, at, out) == "");
+  CHECK(out == TensorType{DType::F32, {4, 6}});
+  at.set("size", int64_t(11));
+  CHECK(inferType(OpKind::PadMask, {{DType::F32, {4, 6}}}, at, out) == "");
+  CHECK(out == TensorType{DType::F32, {4, 6}});
+  at.set("size", int64_t(13));  // more than 3 blocks of 4 rows
+  CHECK(inferType(OpKind::PadMask, {{DType::F32, {4, 6}}}, at, out) ==
+        "pad_mask: size 13 does not fit 3 blocks of dim 0 of f32[4, 6]");
 }

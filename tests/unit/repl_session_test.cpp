@@ -85,15 +85,15 @@ TEST_CASE("repl: a failing input is dropped and the session goes on") {
       "v @ undefined\n"  // error
       "sum(f(v))\n"
       ":sharding f.y\n"
-      ":np 3\n"  // 8 is not divisible by 3: np stays 4
+      ":np 3\n"  // 3 does not divide 8: the split dims are padded
       ":type v\n");
   INFO(out);
   CHECK(has(out, "<input 2>:1:17: error: unknown name 'Q'"));
   CHECK(has(out, "    param w: f32[D, Q] = zeros\n                    ^\n"));
   CHECK(has(out, "v: f32[8, 8] @shard(m, [_, a])"));
   CHECK(has(out, "<input 7>:1:5: error: unknown name 'undefined'"));  // a multi-line fn is one input
-  CHECK(count(out, "error:") == 4);  // Q, undefined, and for :np 3 the two annotations 3 does not divide
-  CHECK(has(out, "(np stays 4)"));
+  CHECK(count(out, "error:") == 2);  // Q and undefined; :np 3 pads (docs/sharding.md, "Uneven dims")
+  CHECK(has(out, "np = 3; m = [a: 3]"));
   CHECK(has(out, "f32[8, 8] @shard(m, [_, a])\n"));
   // w's split dim is contracted: y is a partial sum, replicated once reduced.
   CHECK(has(out, "f.y: replicated\n  <- matmul(x, w) from\n       x @shard(m, [_, a]) (propagated)\n"

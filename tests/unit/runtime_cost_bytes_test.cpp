@@ -205,3 +205,19 @@ TEST_CASE("cost model bytes = bytes counted at run time: a rotation's plans (hal
   CHECK(plans.candidates[1].operands[0].dims[0].empty());
   CHECK(plans.why == "fewest bytes sent (16 B, the next sends 72 B)");
 }
+
+TEST_CASE("cost model bytes = bytes counted at run time: padded dims (docs/sharding.md, Uneven dims)") {
+  // 11 rows over 3 ranks: blocks of 4, gathered as 12 rows (then sliced).
+  CHECK(checkBytes("np = 3\nmesh @m = [x: 3]\n\n"
+                   "func @f(%0: f32[11, 6] @shard(m, [x, _])) -> (f32[11, 6] @replicate(m)) {\n"
+                   "  return %0\n}\n") == 2 * 4 * 6 * 4);
+  // A contraction over the padded dim: masked blocks, the partial [6, 5]
+  // all-reduced (2 (n-1)/n of 120 B).
+  CHECK(checkBytes("np = 3\nmesh @m = [x: 3]\n\n"
+                   "func @f(%0: f32[6, 11] @shard(m, [_, x]), %1: f32[11, 5] @shard(m, [x, _])) -> (f32[6, 5] @replicate(m)) {\n"
+                   "  %2 = matmul %0, %1 : f32[6, 5]\n  return %2\n}\n") == 2 * 2 * 120 / 3);
+  // A padded dim moving to another dim: gathered whole, then sliced locally.
+  CHECK(checkBytes("np = 3\nmesh @m = [x: 3]\n\n"
+                   "func @f(%0: f32[7, 9] @shard(m, [x, _])) -> (f32[7, 9] @shard(m, [_, x])) {\n"
+                   "  return %0\n}\n") == 2 * 3 * 9 * 4);
+}
