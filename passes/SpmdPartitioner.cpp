@@ -84,6 +84,18 @@ class Partitioner : public LocalBuilder {
   bool padded(const Shape& G, int d, const std::string& meshName, const std::vector<std::string>& axes) {
     return !axes.empty() && G[d] % product(meshName, axes) != 0;
   }
+  // `v` with zeros appended along dim d up to `rows` rows (a concat with a
+  // zero constant): a padded whole, ready to be split evenly.
+  Value* padTo(Value* v, int d, int64_t rows, SourceLoc loc) {
+    TensorType z = v->type;
+    z.shape[d] = rows - v->type.shape[d];
+    AttrMap c;
+    c.set("value", 0.0);
+    Value* zeros = out_->append(OpKind::Constant, {}, c, z, loc)->result;
+    AttrMap at;
+    at.set("axis", (int64_t)d);
+    return emit(OpKind::Concat, {v, zeros}, at, loc);
+  }
   // Dim `d` of `x` gathered whole: all_gather of each of its axes, minor
   // first, then a slice dropping the padding rows (a padded dim gathered
   // holds blocks * ceil(size / blocks) rows, the padding at its end).
@@ -204,7 +216,15 @@ class Partitioner : public LocalBuilder {
         for (int d = 0; d < rank && !done; ++d) {
           auto want = x.s.dims[d];
           want.push_back(a);
-          if (t.dims[d] == want && x.v->type.shape[d] % product(mn, {a}) == 0 && !padded(G, d, mn, want)) {
+          if (t.dims[d] == want && want.size() == 1 && padded(G, d, mn, want) && x.v->type.shape[d] == G[d]) {
+            // A padded dim (docs/sharding.md, "Uneven dims"): zeros appended
+            // to n * ceil(size / n) rows, then reduce_scatter to padded blocks.
+            x.v = padTo(x.v, d, product(mn, want) * ((G[d] + product(mn, want) - 1) / product(mn, want)), loc);
+            keep(x);
+            tagged(x);
+          }
+          if (t.dims[d] == want && x.v->type.shape[d] % product(mn, {a}) == 0 &&
+              (!padded(G, d, mn, want) || x.v->type.shape[d] != G[d])) {
             AttrMap at = collectiveAttrs(mn, {a});
             at.set("dim", (int64_t)d);
             x.v = emit(OpKind::ReduceScatter, {x.v}, at, loc);
