@@ -252,9 +252,18 @@ class Partitioner : public LocalBuilder {
     //     other than to the same axes in another order, and split dims that
     //     are to become padded under more axes: gathered whole first (their
     //     blocks do not nest), then split as the target wants (3.).
+    //     Except a dim split over one axis that moves whole to an unsplit
+    //     dim wanting exactly that axis: a padded all_to_all (2.).
+    auto movesWhole = [&](int d) {
+      const auto& cur = x.s.dims[d];
+      if (cur.size() != 1 || !t.dims[d].empty()) return -1;
+      for (int k = 0; k < rank; ++k)
+        if (k != d && x.s.dims[k].empty() && t.dims[k] == cur) return k;
+      return -1;
+    };
     for (int d = 0; d < rank; ++d) {
       const auto& cur = x.s.dims[d];
-      if (cur.empty() || cur == t.dims[d]) continue;
+      if (cur.empty() || cur == t.dims[d] || movesWhole(d) >= 0) continue;
       bool permuted = cur.size() == t.dims[d].size() && std::is_permutation(cur.begin(), cur.end(), t.dims[d].begin());
       if ((padded(G, d, mn, cur) && !permuted) || (padded(G, d, mn, t.dims[d]) && !permuted))
         x = gatherWhole(x, d, G, loc);
@@ -276,6 +285,35 @@ class Partitioner : public LocalBuilder {
         continue;
       }
       std::string a = x.s.dims[d].back();
+      if (int e = movesWhole(d); e >= 0 && (padded(G, d, mn, {a}) || padded(G, e, mn, {a}))) {
+        // A padded all_to_all: dim e padded with zeros to n whole blocks,
+        // split over a; dim d joined from the n blocks, its padding rows
+        // (at the end once joined) sliced off.
+        const int64_t n = product(mn, {a});
+        if (padded(G, e, mn, {a})) {
+          x.v = padTo(x.v, e, n * ((G[e] + n - 1) / n), loc);
+          keep(x);
+          tagged(x);
+        }
+        AttrMap at = collectiveAttrs(mn, {a});
+        at.set("split_dim", (int64_t)e);
+        at.set("concat_dim", (int64_t)d);
+        x.v = emit(OpKind::AllToAll, {x.v}, at, loc);
+        keep(x);
+        x.s.dims[e].push_back(a);
+        x.s.dims[d].clear();
+        tagged(x);
+        if (x.v->type.shape[d] != G[d]) {
+          AttrMap sl;
+          sl.set("axis", (int64_t)d);
+          sl.set("start", (int64_t)0);
+          sl.set("end", G[d]);
+          x.v = emit(OpKind::Slice, {x.v}, sl, loc);
+          keep(x);
+          tagged(x);
+        }
+        continue;
+      }
       int e = -1;
       for (int k = 0; k < rank; ++k) {
         if (k == d) continue;

@@ -216,8 +216,17 @@ TEST_CASE("cost model bytes = bytes counted at run time: padded dims (docs/shard
   CHECK(checkBytes("np = 3\nmesh @m = [x: 3]\n\n"
                    "func @f(%0: f32[6, 11] @shard(m, [_, x]), %1: f32[11, 5] @shard(m, [x, _])) -> (f32[6, 5] @replicate(m)) {\n"
                    "  %2 = matmul %0, %1 : f32[6, 5]\n  return %2\n}\n") == 2 * 2 * 120 / 3);
-  // A padded dim moving to another dim: gathered whole, then sliced locally.
+  // A padded split moving to another dim: one all_to_all of the padded
+  // block ((n-1)/n of 3 x 9 words), the joined padding sliced off.
   CHECK(checkBytes("np = 3\nmesh @m = [x: 3]\n\n"
                    "func @f(%0: f32[7, 9] @shard(m, [x, _])) -> (f32[7, 9] @shard(m, [_, x])) {\n"
-                   "  return %0\n}\n") == 2 * 3 * 9 * 4);
+                   "  return %0\n}\n") == 2 * 3 * 9 * 4 / 3);
+  // ... and to a padded dim: zeros appended to whole blocks first (8 -> 9).
+  CHECK(checkBytes("np = 3\nmesh @m = [x: 3]\n\n"
+                   "func @f(%0: f32[7, 8] @shard(m, [x, _])) -> (f32[7, 8] @shard(m, [_, x])) {\n"
+                   "  return %0\n}\n") == 2 * 3 * 9 * 4 / 3);
+  // A partial sum reduced onto a padded dim: zeros to 3 x 3 rows, reduce_scatter.
+  CHECK(checkBytes("np = 3\nmesh @m = [x: 3]\n\n"
+                   "func @f(%0: f32[7, 6] @shard(m, [_, x]), %1: f32[6, 5] @shard(m, [x, _])) -> (f32[7, 5] @shard(m, [x, _])) {\n"
+                   "  %2 = matmul %0, %1 : f32[7, 5]\n  return %2\n}\n") == 2 * 3 * 5 * 4);
 }
