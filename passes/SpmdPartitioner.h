@@ -17,6 +17,12 @@
 // partial sum, resolved where a consumer needs the value: by reduce_scatter
 // when the consumer wants it split along that axis, else by all_reduce.
 //
+// A dim its axes do not divide is padded (docs/sharding.md, "Uneven
+// dims"): blocks of ceil(size / n) rows; sums and contractions over a
+// padded split dim mask the padding to 0 (pad_mask) and a mean divides by
+// the true count; reshards drop the padding (slice) or pad to whole blocks
+// (concat with zeros) around their collectives.
+//
 // Resharding between two shardings picks, dim by dim:
 //   replicated -> split          shard_slice (local, no traffic)
 //   split dim moves to another   all_to_all
