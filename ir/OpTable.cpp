@@ -611,7 +611,7 @@ static std::vector<OpInfo> makeTable() {
       {K::Slice, "slice", "slice", C::DataMovement, {X, {"axis", A::Int}, {"start", A::Int}, {"end", A::Int}}, ruleSlice, gradSlice, shardAlongAxis, partitionSlice},
       {K::Broadcast, "broadcast", "broadcast", C::DataMovement, {X, {"shape", A::Ints}}, ruleBroadcast, gradBroadcast, shardBroadcasting, partitionLocalShape},
       {K::OneHot, "one_hot", "one_hot", C::DataMovement, {{"i", A::Tensor}, {"n", A::Int}}, ruleOneHot, nullptr, shardOneHot, partitionLocal, L::Natural, nullptr, NotDifferentiable},
-      {K::Take, "take", "take", C::DataMovement, {{"table", A::Tensor}, {"idx", A::Tensor}}, ruleTake, gradTake, shardTake, partitionTake},
+      {K::Take, "take", "take", C::DataMovement, {{"table", A::Tensor}, {"idx", A::Tensor}}, ruleTake, gradTake, shardTake, partitionTake, L::Natural, nullptr, IndexOperand},
       {K::DynamicIndex, "dynamic_index", nullptr, C::DataMovement, {X, {"i", A::Tensor}}, ruleDynamicIndex, gradDynamicIndex, shardDynamicIndex, partitionLocal},
       {K::DynamicUpdate, "dynamic_update", nullptr, C::DataMovement, {X, {"u", A::Tensor}, {"i", A::Tensor}}, ruleDynamicUpdate, gradDynamicUpdate, shardDynamicUpdate, partitionLocal},
       {K::RandomUniform, "random_uniform", "random_uniform", C::Source, {{"shape", A::Ints}, {"seed", A::Tensor}}, ruleRandom, nullptr, shardRandom, partitionRandom},

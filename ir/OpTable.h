@@ -167,6 +167,10 @@ enum OpTrait : unsigned {
                                 // the passes derive all four from its body
                                 // (ir/Loop.h: inferLoopTypes, the autodiff,
                                 // propagation and partitioner loop code)
+  IndexOperand = 1u << 3,       // the last operand holds indices into another
+                                // operand (take): where it is split over a
+                                // padded dim the partitioner sets its padding
+                                // to 0, a valid index (docs/sharding.md)
 };
 
 struct OpInfo {

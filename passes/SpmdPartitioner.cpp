@@ -445,12 +445,17 @@ class Partitioner : public LocalBuilder {
   // every contracted label split over axes that do not divide it set to 0
   // (pad_mask): a contraction or sum over a padded dim must not add them
   // (docs/sharding.md, "Uneven dims"). Other labels need no mask.
+  // An index operand (the row's IndexOperand trait: take's indices) has
+  // its padding set to 0 along every padded split dim, so that indices
+  // computed from padding rows stay in range.
   Value* maskPadding(const Op& op, const DimLabels& L, const Plan& p, size_t i, Value* v, SourceLoc loc) {
     const Shape& G = op.operands[i]->type.shape;
+    const bool index = (op.info().traits & IndexOperand) && i + 1 == op.operands.size();
     for (size_t d = 0; d < L.operands[i].size(); ++d) {
       int label = L.operands[i][d];
       auto it = p.T.find(label);
-      if (it == p.T.end() || std::count(L.result.begin(), L.result.end(), label) || !padded(G, (int)d, p.mesh, it->second))
+      if (it == p.T.end() || (!index && std::count(L.result.begin(), L.result.end(), label)) ||
+          !padded(G, (int)d, p.mesh, it->second))
         continue;
       AttrMap at = collectiveAttrs(p.mesh, it->second);
       at.set("dim", (int64_t)d);
