@@ -351,7 +351,7 @@ struct Propagator {
               srcs.push_back({&*u->operands[j]->sharding, &L.operands[j]});
           std::map<int, std::vector<std::string>> axes;
           collect(srcs, L, axes);
-          asks.push_back(build(mesh, v, L.operands[k], axes, L));
+          asks.push_back(build(mesh, v, L.operands[k], axes, L, *u));
         }
       }
       if (!ok || asks.empty()) continue;
