@@ -109,15 +109,19 @@ class Partitioner : public LocalBuilder {
       whole_[x.v] = G;
       tagged(x);
     }
-    if (x.v->type.shape[d] != G[d]) {
-      AttrMap at;
-      at.set("axis", (int64_t)d);
-      at.set("start", (int64_t)0);
-      at.set("end", G[d]);
-      x.v = emit(OpKind::Slice, {x.v}, at, loc);
-      whole_[x.v] = G;
-      tagged(x);
-    }
+    return dropPadding(x, d, G, loc);
+  }
+  // Dim `d` of `x`, held whole but with its padding rows at the end (a
+  // padded dim joined by a collective), sliced to its G[d] true rows.
+  Local dropPadding(Local x, int d, const Shape& G, SourceLoc loc) {
+    if (x.v->type.shape[d] == G[d]) return x;
+    AttrMap at;
+    at.set("axis", (int64_t)d);
+    at.set("start", (int64_t)0);
+    at.set("end", G[d]);
+    x.v = emit(OpKind::Slice, {x.v}, at, loc);
+    whole_[x.v] = G;
+    tagged(x);
     return x;
   }
 
@@ -303,15 +307,7 @@ class Partitioner : public LocalBuilder {
         x.s.dims[e].push_back(a);
         x.s.dims[d].clear();
         tagged(x);
-        if (x.v->type.shape[d] != G[d]) {
-          AttrMap sl;
-          sl.set("axis", (int64_t)d);
-          sl.set("start", (int64_t)0);
-          sl.set("end", G[d]);
-          x.v = emit(OpKind::Slice, {x.v}, sl, loc);
-          keep(x);
-          tagged(x);
-        }
+        x = dropPadding(x, d, G, loc);
         continue;
       }
       int e = -1;

@@ -72,6 +72,25 @@ uint64_t checkBytes(const std::string& text) {
   return total;
 }
 
+// A rotation by 10 of 12 rows split over 4 (blocks of 3): a halo exchange.
+const std::string kRotation =
+    "np = 4\nmesh @m = [x: 4]\n\n"
+    "func @f(%0: f32[12, 2] @shard(m, [x, _])) -> (f32[12, 2] @shard(m, [x, _])) {\n"
+    "  %1 = slice %0 {axis = 0, end = 12, start = 10} : f32[2, 2]\n"
+    "  %2 = slice %0 {axis = 0, end = 10, start = 0} : f32[10, 2]\n"
+    "  %3 = concat %1, %2 {axis = 0} : f32[12, 2]\n  return %3\n}\n";
+
+// The candidate plans (:plans) of the op defining the module's first
+// function's last value.
+passes::OpPlans plansOf(const std::string& text) {
+  ir::IRParseResult r = ir::parseModule(text);
+  REQUIRE_MESSAGE(r.module, r.error);
+  passes::runGlobalPipeline(*r.module);
+  ir::Function& f = *r.module->functions[0];
+  passes::propagateShardings(*r.module, f);
+  return passes::explainPlans(*r.module, f, f.ops.back()->result);
+}
+
 }  // namespace
 
 TEST_CASE("cost model bytes = bytes counted at run time: each collective the partitioner emits") {
@@ -97,11 +116,7 @@ TEST_CASE("cost model bytes = bytes counted at run time: each collective the par
                    "  return %0\n}\n") == 2 * 2 * 4);
   // collective_permute halo exchange: a rotation by 10 of 12 rows in blocks
   // of 3 (two rows of the block 3 ranks on; the third row is local)
-  CHECK(checkBytes("np = 4\nmesh @m = [x: 4]\n\n"
-                   "func @f(%0: f32[12, 2] @shard(m, [x, _])) -> (f32[12, 2] @shard(m, [x, _])) {\n"
-                   "  %1 = slice %0 {axis = 0, end = 12, start = 10} : f32[2, 2]\n"
-                   "  %2 = slice %0 {axis = 0, end = 10, start = 0} : f32[10, 2]\n"
-                   "  %3 = concat %1, %2 {axis = 0} : f32[12, 2]\n  return %3\n}\n") == 2 * 2 * 4);
+  CHECK(checkBytes(kRotation) == 2 * 2 * 4);
   // ... and a shift by 5 with a zero fill: one row from the next block, two
   // from the one after, the fill masked in locally
   CHECK(checkBytes("np = 4\nmesh @m = [x: 4]\n\n"
@@ -127,12 +142,7 @@ TEST_CASE("cost model bytes = bytes counted at run time: the plan search's choic
     CAPTURE(i);
     uint64_t counted = checkBytes(cases[i]);
     CHECK(counted == expected[i]);
-    ir::IRParseResult r = ir::parseModule(cases[i]);
-    REQUIRE(r.module);
-    passes::runGlobalPipeline(*r.module);
-    ir::Function& f = *r.module->functions[0];
-    passes::propagateShardings(*r.module, f);
-    passes::OpPlans plans = passes::explainPlans(*r.module, f, f.ops.back()->result);
+    passes::OpPlans plans = plansOf(cases[i]);
     REQUIRE(plans.found);
     int chosen = 0;
     for (const auto& c : plans.candidates)
@@ -156,12 +166,7 @@ TEST_CASE("cost model bytes = bytes counted at run time: vocab-parallel take aga
       "  %2 = take %0, %1 : f32[2, 5, 8]\n  return %2\n}\n";
   uint64_t counted = checkBytes(text);
   CHECK(counted == 480);
-  ir::IRParseResult r = ir::parseModule(text);
-  REQUIRE(r.module);
-  passes::runGlobalPipeline(*r.module);
-  ir::Function& f = *r.module->functions[0];
-  passes::propagateShardings(*r.module, f);
-  passes::OpPlans plans = passes::explainPlans(*r.module, f, f.ops.back()->result);
+  passes::OpPlans plans = plansOf(text);
   REQUIRE(plans.found);
   bool sawReplicated = false;
   for (const auto& c : plans.candidates) {
@@ -181,20 +186,9 @@ TEST_CASE("cost model bytes = bytes counted at run time: vocab-parallel take aga
 TEST_CASE("cost model bytes = bytes counted at run time: a rotation's plans (halo exchange against all_gather)") {
   // :plans of the concat: the halo exchange (16 B: two rows of the block
   // three ranks on) is chosen over gathering x (3 blocks of 3 x 2 floats, 72 B).
-  const std::string text =
-      "np = 4\nmesh @m = [x: 4]\n\n"
-      "func @f(%0: f32[12, 2] @shard(m, [x, _])) -> (f32[12, 2] @shard(m, [x, _])) {\n"
-      "  %1 = slice %0 {axis = 0, end = 12, start = 10} : f32[2, 2]\n"
-      "  %2 = slice %0 {axis = 0, end = 10, start = 0} : f32[10, 2]\n"
-      "  %3 = concat %1, %2 {axis = 0} : f32[12, 2]\n  return %3\n}\n";
-  uint64_t counted = checkBytes(text);
+  uint64_t counted = checkBytes(kRotation);
   CHECK(counted == 16);
-  ir::IRParseResult r = ir::parseModule(text);
-  REQUIRE(r.module);
-  passes::runGlobalPipeline(*r.module);
-  ir::Function& f = *r.module->functions[0];
-  passes::propagateShardings(*r.module, f);
-  passes::OpPlans plans = passes::explainPlans(*r.module, f, f.ops.back()->result);
+  passes::OpPlans plans = plansOf(kRotation);
   REQUIRE(plans.found);
   REQUIRE(plans.candidates.size() == 2);
   CHECK(plans.candidates[0].chosen);
