@@ -187,6 +187,23 @@ Value* concatRows(LocalBuilder& b, Value* u, Value* v, int d) {
   return b.emit(OpKind::Concat, {u, v}, at);
 }
 
+// The global row along dim d of each local row of a block of `blk` rows
+// (member * blk + i), shaped [1, .., blk, .., 1] to broadcast over a block
+// of rank `rank`.
+Value* globalRows(LocalBuilder& b, const Sharding& s, int d, int64_t blk, int rank) {
+  AttrMap cs;
+  cs.set("axis", (int64_t)0);
+  cs.set("exclusive", true);
+  Value* iota = b.emit(OpKind::CumSum, {constant(b, DType::I32, 1, {blk})}, cs);
+  Value* base = b.emit(OpKind::Mul, {b.memberIndex(s, d), constant(b, DType::I32, (double)blk)}, {});
+  Value* pos = b.emit(OpKind::Add, {iota, base}, {});
+  Shape col((size_t)rank, 1);
+  col[d] = blk;
+  AttrMap rs;
+  rs.set("shape", col);
+  return b.emit(OpKind::Reshape, {pos}, rs);
+}
+
 // The halo plan: x (resharded to the result's sharding `s`, blocks of `blk`
 // rows on d over n ranks) is rotated by k: member j's rows are the last
 // blk - r rows of block j + q and the first r rows of block j + q + 1
@@ -204,18 +221,7 @@ LocalValue haloShift(LocalBuilder& b, LocalValue x, const Shift& sh, const Shard
     y = concatRows(b, y, head, d);
   }
   if (sh.hasFill) {
-    // Global row of each local row: member * blk + i.
-    AttrMap cs;
-    cs.set("axis", (int64_t)0);
-    cs.set("exclusive", true);
-    Value* iota = b.emit(OpKind::CumSum, {constant(b, DType::I32, 1, {blk})}, cs);
-    Value* base = b.emit(OpKind::Mul, {b.memberIndex(s, d), constant(b, DType::I32, (double)blk)}, {});
-    Value* pos = b.emit(OpKind::Add, {iota, base}, {});
-    Shape col((size_t)x.v->type.rank(), 1);
-    col[d] = blk;
-    AttrMap rs;
-    rs.set("shape", col);
-    pos = b.emit(OpKind::Reshape, {pos}, rs);
+    Value* pos = globalRows(b, s, d, blk, x.v->type.rank());
     Value* mask = sh.fillLo == 0 ? b.emit(OpKind::Lt, {pos, constant(b, DType::I32, (double)sh.fillHi)}, {})
                                  : b.emit(OpKind::Ge, {pos, constant(b, DType::I32, (double)sh.fillLo)}, {});
     y = b.emit(OpKind::Where, {mask, constant(b, x.v->type.dtype, sh.fillValue), y}, {});
@@ -242,29 +248,212 @@ LocalValue gatherShift(LocalBuilder& b, const std::vector<LocalValue>& in, const
   return b.reshard(y, s);
 }
 
-}  // namespace
 
-void partitionSlice(LocalBuilder& b, const Op& op) {
-  auto u = b.users(op.result);
-  if (u.size() == 1 && u[0] && matchShift(b, *u[0])) return b.fold();
-  partitionLocal(b, op);
+// ---- windows: a slice or a concat that changes the split dim's size
+//
+// out[i] = x[i + k] for the result rows i in [vlo, vhi) and a splat fill
+// outside (`lo` before, `hi` after): a slice of x (k = start), a concat of
+// a fill, x or a slice of it, and a fill (XLA's pad along a partitioned
+// dim), or their gradients (slice and pad are each other's transposes).
+// The result's blocks (b' rows) and x's (b rows) differ in size, so member
+// r's window [r b' + k, r b' + k + b') of x moves against its own block
+// by r (b' - b) + k rows: a rank-dependent offset.
+struct Window {
+  const Op* op = nullptr;
+  const Value* x = nullptr;
+  int d = 0;
+  int64_t k = 0, vlo = 0, vhi = 0;
+  double lo = 0, hi = 0;        // the fill values (where vlo > 0, vhi < size)
+  int xPart = -1;               // concat: the operand that reads x
+  const Op* slice = nullptr;    // concat: that operand's slice of x, folded
+  int64_t n = 1, blk = 0, rblk = 0;  // members, x's and the result's block rows
+};
+
+// `op` (a slice, or a concat other than a shift) as a window, when its
+// result is split along the dim over more than one rank and x and the
+// result both divide evenly into the group's blocks (a padded dim keeps
+// the all_gather plan).
+std::optional<Window> matchWindow(LocalBuilder& b, const Op& op) {
+  if (op.kind != OpKind::Slice && op.kind != OpKind::Concat) return std::nullopt;
+  const int d = (int)op.attrs.getInt("axis");
+  const Sharding s = decidedOf(op.result);
+  if (s.mesh.empty() || s.dims[d].empty()) return std::nullopt;
+  Window w;
+  w.op = &op;
+  w.d = d;
+  const int64_t M = op.result->type.shape[d];
+  if (op.kind == OpKind::Slice) {
+    w.x = op.operands[0];
+    w.k = op.attrs.getInt("start");
+    w.vlo = 0;
+    w.vhi = M;
+  } else {
+    if (matchShift(b, op)) return std::nullopt;
+    int before = 0, after = 0;
+    int64_t at = 0, xAt = 0;
+    for (size_t i = 0; i < op.operands.size(); ++i) {
+      const Value* o = op.operands[i];
+      auto f = splatValue(o);
+      if (f && w.xPart < 0) {
+        ++before;
+        w.lo = *f;
+      } else if (f) {
+        ++after;
+        w.hi = *f;
+      } else if (w.xPart < 0) {
+        w.xPart = (int)i;
+        xAt = at;
+      } else {
+        return std::nullopt;  // two parts that are not fills
+      }
+      at += o->type.shape[d];
+    }
+    if (w.xPart < 0 || before > 1 || after > 1) return std::nullopt;
+    const Value* part = op.operands[w.xPart];
+    int64_t start = 0, rows = part->type.shape[d];
+    if (const Op* sl = sliceAlong(part, d)) {
+      auto u = b.users(sl->result);
+      if (u.size() == 1 && u[0] == &op) {
+        w.slice = sl;
+        w.x = sl->operands[0];
+        start = sl->attrs.getInt("start");
+      }
+    }
+    if (!w.x) w.x = part;
+    w.vlo = xAt;
+    w.vhi = xAt + rows;
+    w.k = start - xAt;
+  }
+  const Shape rl = b.localShape(op.result->type, s), xl = b.localShape(w.x->type, s);
+  const int64_t N = w.x->type.shape[d];
+  if (rl[d] <= 0 || xl[d] <= 0 || M % rl[d] || N % xl[d] || M / rl[d] != N / xl[d]) return std::nullopt;
+  if (M / rl[d] == 1) return std::nullopt;  // axes of size one: the op runs whole, as written
+  w.n = M / rl[d];
+  w.rblk = rl[d];
+  w.blk = xl[d];
+  return w;
 }
 
-void partitionConcat(LocalBuilder& b, const Op& op) {
-  auto sh = matchShift(b, op);
-  if (!sh) return partitionLocal(b, op);
+// The halo plan of a window, x laid out as the result (blocks of blk rows
+// on d). Member r needs x's rows [r b' + k, r b' + k + b') that are not
+// fill; over all members that is at most L rows before its own block and
+// R after, so every member receives the last L rows of the blocks before
+// it and the first R of the blocks after (collective_permutes, static
+// slices), concatenated around its block. Its window then starts at the
+// rank-dependent row o(r) = r (b' - b) + k + L of that: a shift by o(r) -
+// min o, done by one `where` per bit of it (each chooses between two
+// static slices by the member's bit, from its index in the group). The
+// fills are masked in by a `where` on the global row.
+LocalValue windowHalo(LocalBuilder& b, LocalValue x, const Window& w, const Sharding& s) {
+  const int d = w.d, rank = x.v->type.rank();
+  const int64_t n = w.n, blk = w.blk, rb = w.rblk, k = w.k;
+  const int64_t M = w.op->result->type.shape[d];
+  int64_t L = 0, R = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    int64_t lo = std::max(r * rb, w.vlo) + k, hi = std::min((r + 1) * rb, w.vhi) + k;
+    if (lo >= hi) continue;
+    L = std::max(L, r * blk - lo);
+    R = std::max(R, hi - (r + 1) * blk);
+  }
+  std::vector<Value*> parts;
+  for (int64_t q = (L + blk - 1) / blk; q >= 1; --q) {  // the blocks before: their last rows
+    int64_t rows = std::min(blk, L - (q - 1) * blk);
+    parts.push_back(b.shiftAmongGroup(rows == blk ? x.v : sliceRows(b, x.v, d, blk - rows, blk), s, d, -q));
+  }
+  parts.push_back(x.v);
+  for (int64_t q = 1; q <= (R + blk - 1) / blk; ++q) {  // the blocks after: their first rows
+    int64_t rows = std::min(blk, R - (q - 1) * blk);
+    parts.push_back(b.shiftAmongGroup(rows == blk ? x.v : sliceRows(b, x.v, d, 0, rows), s, d, q));
+  }
+  AttrMap ax;
+  ax.set("axis", (int64_t)d);
+  Value* y = parts.size() == 1 ? x.v : b.emit(OpKind::Concat, parts, ax);
+  const int64_t E = L + blk + R;
+  // Member r's rows start at row o(r) of y; o is linear in r.
+  const int64_t delta = rb - blk, o0 = k + L, on = (n - 1) * delta + o0;
+  const int64_t omin = std::min(o0, on), U = std::max(o0, on) - omin;
+  int T = 0;
+  while ((int64_t(1) << T) - 1 < U) ++T;
+  const int64_t want = rb + (int64_t(1) << T) - 1;  // rows from omin, for T halving steps
+  const int64_t front = std::max<int64_t>(0, -omin), back = std::max<int64_t>(0, omin + want - E);
+  auto zeros = [&](int64_t rows) {
+    Shape z = y->type.shape;
+    z[d] = rows;
+    return constant(b, y->type.dtype, 0, z);
+  };
+  if (front) y = concatRows(b, zeros(front), y, d);
+  if (back) y = concatRows(b, y, zeros(back), d);
+  if (omin + front != 0 || y->type.shape[d] != want) y = sliceRows(b, y, d, omin + front, omin + front + want);
+  if (T > 0) {
+    // u = o(r) - omin, this member's shift, shaped to broadcast.
+    Value* u = b.memberIndex(s, d);
+    if (delta != 1) u = b.emit(OpKind::Mul, {u, constant(b, DType::I32, (double)delta)}, {});
+    if (o0 != omin) u = b.emit(OpKind::Add, {u, constant(b, DType::I32, (double)(o0 - omin))}, {});
+    AttrMap rs;
+    rs.set("shape", Shape((size_t)rank, 1));
+    u = b.emit(OpKind::Reshape, {u}, rs);
+    for (int t = 0; t < T; ++t) {
+      const int64_t step = int64_t(1) << t, len = y->type.shape[d] - step;
+      Value* bit = b.emit(OpKind::Ge, {b.emit(OpKind::Mod, {u, constant(b, DType::I32, (double)(2 * step))}, {}),
+                                       constant(b, DType::I32, (double)step)},
+                          {});
+      y = b.emit(OpKind::Where, {bit, sliceRows(b, y, d, step, step + len), sliceRows(b, y, d, 0, len)}, {});
+    }
+  }
+  if (w.vlo > 0 || w.vhi < M) {
+    Value* pos = globalRows(b, s, d, rb, rank);
+    if (w.vlo > 0)
+      y = b.emit(OpKind::Where, {b.emit(OpKind::Lt, {pos, constant(b, DType::I32, (double)w.vlo)}, {}),
+                                 constant(b, y->type.dtype, w.lo), y},
+                 {});
+    if (w.vhi < M)
+      y = b.emit(OpKind::Where, {b.emit(OpKind::Ge, {pos, constant(b, DType::I32, (double)w.vhi)}, {}),
+                                 constant(b, y->type.dtype, w.hi), y},
+                 {});
+  }
+  return b.tag({y, s});
+}
+
+// The all_gather plan of a window: x whole along d, the op as written,
+// then the result split as decided. in[0] is x, then a concat's fills in
+// operand order.
+LocalValue windowGather(LocalBuilder& b, const std::vector<LocalValue>& in, const Window& w, const Sharding& s) {
+  const int d = w.d;
+  Sharding whole = s;
+  whole.dims[d].clear();
+  LocalValue x = b.reshard(in[0], whole);
+  const Op& op = *w.op;
+  Value* y = nullptr;
+  if (op.kind == OpKind::Slice) {
+    y = sliceRows(b, x.v, d, op.attrs.getInt("start"), op.attrs.getInt("end"));
+  } else {
+    std::vector<Value*> parts;
+    size_t fill = 1;
+    for (size_t i = 0; i < op.operands.size(); ++i) {
+      if ((int)i != w.xPart) parts.push_back(b.reshard(in.at(fill++), whole).v);
+      else if (w.slice) parts.push_back(sliceRows(b, x.v, d, w.slice->attrs.getInt("start"), w.slice->attrs.getInt("end")));
+      else parts.push_back(x.v);
+    }
+    AttrMap ax;
+    ax.set("axis", (int64_t)d);
+    y = parts.size() == 1 ? parts[0] : b.emit(OpKind::Concat, parts, ax);
+  }
+  return b.reshard(b.tag({y, whole}), s);
+}
+
+// Emits the halo plan or the all_gather plan of a shift or a window along
+// dim d, whichever the same dry run finds sends fewer bytes (then FLOPs,
+// then memory; ties: the halo), and reports both for :plans. ins[0] is x
+// (the halo reads it laid out as the result, the gather whole along d),
+// then the fills (the halo reads them where they are).
+using WindowPlan = std::function<LocalValue(const std::vector<LocalValue>&)>;
+void haloOrGather(LocalBuilder& b, const std::vector<LocalValue>& ins, int d, const WindowPlan& halo,
+                  const WindowPlan& gather) {
   const Sharding& s = b.decided();
-  // The inputs: x, and the fill operand of a shift (partitioned on its own;
-  // the gather plan reads it, the halo plan only its value).
-  std::vector<LocalValue> ins{b.local(sh->x)};
-  for (const Value* o : op.operands)
-    if (!(o->def && o->def->kind == OpKind::Slice && o->def->operands[0] == sh->x)) ins.push_back(b.local(o));
-  auto halo = [&](const std::vector<LocalValue>& in) { return haloShift(b, b.reshard(in[0], s), *sh, s); };
-  auto gather = [&](const std::vector<LocalValue>& in) { return gatherShift(b, in, op, *sh, s); };
   LocalBuilder::Cost ch = b.dryRun(ins, halo), cg = b.dryRun(ins, gather);
   bool useHalo = std::tie(ch.bytes, ch.flops, ch.memory) <= std::tie(cg.bytes, cg.flops, cg.memory);
   Sharding whole = s;
-  whole.dims[sh->d].clear();
+  whole.dims[d].clear();
   std::vector<Sharding> atS{s}, atWhole{whole};
   for (size_t i = 1; i < ins.size(); ++i) {
     atS.push_back(ins[i].s);
@@ -272,6 +461,49 @@ void partitionConcat(LocalBuilder& b, const Op& op) {
   }
   b.reportPlans({{atS, s, ch}, {atWhole, s, cg}}, useHalo ? 0 : 1);
   b.setResult(useHalo ? halo(ins) : gather(ins));
+}
+
+// Both plans of a window, costed by the same dry run; the one sending fewer
+// bytes (then FLOPs, then memory; ties: the halo) is emitted.
+void partitionWindow(LocalBuilder& b, const Window& w) {
+  const Sharding& s = b.decided();
+  std::vector<LocalValue> ins{b.local(w.x)};
+  if (w.op->kind == OpKind::Concat)
+    for (size_t i = 0; i < w.op->operands.size(); ++i)
+      if ((int)i != w.xPart) ins.push_back(b.local(w.op->operands[i]));
+  haloOrGather(
+      b, ins, w.d, [&](const std::vector<LocalValue>& in) { return windowHalo(b, b.reshard(in[0], s), w, s); },
+      [&](const std::vector<LocalValue>& in) { return windowGather(b, in, w, s); });
+}
+
+}  // namespace
+
+void partitionSlice(LocalBuilder& b, const Op& op) {
+  auto u = b.users(op.result);
+  if (u.size() == 1 && u[0] && matchShift(b, *u[0])) return b.fold();
+  if (u.size() == 1 && u[0]) {
+    auto w = matchWindow(b, *u[0]);
+    if (w && w->slice == &op) return b.fold();
+  }
+  if (auto w = matchWindow(b, op)) return partitionWindow(b, *w);
+  partitionLocal(b, op);
+}
+
+void partitionConcat(LocalBuilder& b, const Op& op) {
+  auto sh = matchShift(b, op);
+  if (!sh) {
+    if (auto w = matchWindow(b, op)) return partitionWindow(b, *w);
+    return partitionLocal(b, op);
+  }
+  const Sharding& s = b.decided();
+  // The inputs: x, and the fill operand of a shift (partitioned on its own;
+  // the gather plan reads it, the halo plan only its value).
+  std::vector<LocalValue> ins{b.local(sh->x)};
+  for (const Value* o : op.operands)
+    if (!(o->def && o->def->kind == OpKind::Slice && o->def->operands[0] == sh->x)) ins.push_back(b.local(o));
+  haloOrGather(
+      b, ins, sh->d, [&](const std::vector<LocalValue>& in) { return haloShift(b, b.reshard(in[0], s), *sh, s); },
+      [&](const std::vector<LocalValue>& in) { return gatherShift(b, in, op, *sh, s); });
 }
 
 // ---------------------------------------------------------------- take

@@ -224,3 +224,39 @@ TEST_CASE("cost model bytes = bytes counted at run time: padded dims (docs/shard
                    "func @f(%0: f32[7, 6] @shard(m, [_, x]), %1: f32[6, 5] @shard(m, [x, _])) -> (f32[7, 5] @shard(m, [x, _])) {\n"
                    "  %2 = matmul %0, %1 : f32[7, 5]\n  return %2\n}\n") == 2 * 3 * 5 * 4);
 }
+
+TEST_CASE("cost model bytes = bytes counted at run time: a pad and a slice that change the split dim's size") {
+  // XLA's pad along a partitioned dim: 16 columns over 4 padded by 4 (blocks
+  // 4 -> 5). Member r needs r + 1 columns of the next block, at most 3: one
+  // collective_permute of a [2, 3] slice (24 B), where gathering x sends 3
+  // blocks of 2 x 4 floats (96 B). The chosen plan's bytes are what runs.
+  const std::string pad =
+      "np = 4\nmesh @m = [x: 4]\n\n"
+      "func @f(%0: f32[2, 16] @shard(m, [_, x])) -> (f32[2, 20] @shard(m, [_, x])) {\n"
+      "  %1 = constant {value = 0.0} : f32\n"
+      "  %2 = broadcast %1 {shape = [2, 4]} : f32[2, 4]\n"
+      "  %3 = concat %0, %2 {axis = 1} : f32[2, 20]\n  return %3\n}\n";
+  uint64_t counted = checkBytes(pad);
+  CHECK(counted == 2 * 3 * 4);
+  passes::OpPlans plans = plansOf(pad);
+  REQUIRE(plans.found);
+  REQUIRE(plans.candidates.size() == 2);
+  CHECK(plans.candidates[0].chosen);
+  CHECK(plans.candidates[0].cost.bytes == counted);
+  CHECK(plans.candidates[1].cost.bytes == 3 * 2 * 4 * 4);
+  CHECK(plans.why == "fewest bytes sent (24 B, the next sends 96 B)");
+  // A slice dropping 2 rows at each end (16 -> 8 rows, blocks 4 -> 2): the
+  // last member reads the whole block before its own (32 B), not 3 blocks.
+  const std::string slice =
+      "np = 4\nmesh @m = [x: 4]\n\n"
+      "func @f(%0: f32[16, 2] @shard(m, [x, _])) -> (f32[8, 2] @shard(m, [x, _])) {\n"
+      "  %1 = slice %0 {axis = 0, end = 10, start = 2} : f32[8, 2]\n  return %1\n}\n";
+  counted = checkBytes(slice);
+  CHECK(counted == 4 * 2 * 4);
+  plans = plansOf(slice);
+  REQUIRE(plans.found);
+  REQUIRE(plans.candidates.size() == 2);
+  CHECK(plans.candidates[0].chosen);
+  CHECK(plans.candidates[0].cost.bytes == counted);
+  CHECK(plans.candidates[1].cost.bytes == 3 * 4 * 2 * 4);
+}
