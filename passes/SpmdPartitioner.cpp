@@ -214,6 +214,30 @@ class Partitioner : public LocalBuilder {
     // 1. Pending partial sums: reduce_scatter where the target splits a dim
     //    further on that axis, all_reduce for the rest.
     if (!x.s.partial.empty()) {
+      // A padded dim the target splits over several of the pending axes
+      // (docs/sharding.md, "Uneven dims"): zeros appended to n * ceil(size
+      // / n) rows, then one reduce_scatter over those axes (the group's
+      // members in the target's axis order, as its blocks lie).
+      for (int d = 0; d < rank; ++d) {
+        const auto& want = t.dims[d];
+        if (want.size() < 2 || !x.s.dims[d].empty() || x.v->type.shape[d] != G[d] || !padded(G, d, mn, want))
+          continue;
+        bool pending = true;
+        for (const auto& a : want)
+          pending &= std::find(x.s.partial.begin(), x.s.partial.end(), a) != x.s.partial.end();
+        if (!pending) continue;
+        const int64_t n = product(mn, want);
+        x.v = padTo(x.v, d, n * ((G[d] + n - 1) / n), loc);
+        keep(x);
+        tagged(x);
+        AttrMap at = collectiveAttrs(mn, want);
+        at.set("dim", (int64_t)d);
+        x.v = emit(OpKind::ReduceScatter, {x.v}, at, loc);
+        keep(x);
+        x.s.dims[d] = want;
+        for (const auto& a : want) x.s.partial.erase(std::find(x.s.partial.begin(), x.s.partial.end(), a));
+        tagged(x);
+      }
       std::vector<std::string> rest;
       for (const auto& a : x.s.partial) {
         bool done = false;
@@ -260,7 +284,7 @@ class Partitioner : public LocalBuilder {
     //     dim wanting exactly that axis: a padded all_to_all (2.).
     auto movesWhole = [&](int d) {
       const auto& cur = x.s.dims[d];
-      if (cur.size() != 1 || !t.dims[d].empty()) return -1;
+      if (cur.empty() || !t.dims[d].empty()) return -1;
       for (int k = 0; k < rank; ++k)
         if (k != d && x.s.dims[k].empty() && t.dims[k] == cur) return k;
       return -1;
@@ -289,22 +313,25 @@ class Partitioner : public LocalBuilder {
         continue;
       }
       std::string a = x.s.dims[d].back();
-      if (int e = movesWhole(d); e >= 0 && (padded(G, d, mn, {a}) || padded(G, e, mn, {a}))) {
-        // A padded all_to_all: dim e padded with zeros to n whole blocks,
-        // split over a; dim d joined from the n blocks, its padding rows
-        // (at the end once joined) sliced off.
-        const int64_t n = product(mn, {a});
-        if (padded(G, e, mn, {a})) {
+      if (int e = movesWhole(d); e >= 0 && (padded(G, d, mn, x.s.dims[d]) || padded(G, e, mn, x.s.dims[d]))) {
+        // A padded all_to_all over the dim's axes (one or several, the
+        // group's members in the axes' order, as the blocks lie): dim e
+        // padded with zeros to n whole blocks and split over them; dim d
+        // joined from the n blocks, its padding rows (at the end once
+        // joined) sliced off.
+        const std::vector<std::string> axes = x.s.dims[d];
+        const int64_t n = product(mn, axes);
+        if (padded(G, e, mn, axes)) {
           x.v = padTo(x.v, e, n * ((G[e] + n - 1) / n), loc);
           keep(x);
           tagged(x);
         }
-        AttrMap at = collectiveAttrs(mn, {a});
+        AttrMap at = collectiveAttrs(mn, axes);
         at.set("split_dim", (int64_t)e);
         at.set("concat_dim", (int64_t)d);
         x.v = emit(OpKind::AllToAll, {x.v}, at, loc);
         keep(x);
-        x.s.dims[e].push_back(a);
+        x.s.dims[e] = axes;
         x.s.dims[d].clear();
         tagged(x);
         x = dropPadding(x, d, G, loc);

@@ -223,6 +223,16 @@ TEST_CASE("cost model bytes = bytes counted at run time: padded dims (docs/shard
   CHECK(checkBytes("np = 3\nmesh @m = [x: 3]\n\n"
                    "func @f(%0: f32[7, 6] @shard(m, [_, x]), %1: f32[6, 5] @shard(m, [x, _])) -> (f32[7, 5] @shard(m, [x, _])) {\n"
                    "  %2 = matmul %0, %1 : f32[7, 5]\n  return %2\n}\n") == 2 * 3 * 5 * 4);
+  // A padded split over both axes of a 2 x 3 mesh moving to the other dim:
+  // one all_to_all over (a, b) of the [2, 18] padded block ((n-1)/n of it).
+  CHECK(checkBytes("np = 6\nmesh @m = [a: 2, b: 3]\n\n"
+                   "func @f(%0: f32[11, 13] @shard(m, [(a, b), _])) -> (f32[11, 13] @shard(m, [_, (a, b)])) {\n"
+                   "  return %0\n}\n") == 5 * 2 * 18 * 4 / 6);
+  // Partial sums over (a, b) onto 11 rows split over both: zeros to 12 rows,
+  // one reduce_scatter ((n-1)/n of the [12, 7] sum).
+  CHECK(checkBytes("np = 6\nmesh @m = [a: 2, b: 3]\n\n"
+                   "func @f(%0: f32[11, 13] @shard(m, [_, (a, b)]), %1: f32[13, 7] @shard(m, [(a, b), _])) -> (f32[11, 7] @shard(m, [(a, b), _])) {\n"
+                   "  %2 = matmul %0, %1 : f32[11, 7]\n  return %2\n}\n") == 5 * 12 * 7 * 4 / 6);
 }
 
 TEST_CASE("cost model bytes = bytes counted at run time: a pad and a slice that change the split dim's size") {
