@@ -22,18 +22,26 @@ std::optional<std::map<std::string, int64_t>> contiguousLayout(const Module& m, 
                                                                const Sharding& s) {
   std::map<std::string, int64_t> w;
   if (s.mesh.empty() || !m.findMesh(s.mesh)) return w;
-  int last = -1;
+  int last = -1, padded = -1;
   for (int d = 0; d < (int)shape.size(); ++d)
     if (!s.dims[d].empty()) {
       last = d;
-      if (shape[d] % axesProduct(m, s.mesh, s.dims[d]) != 0) return std::nullopt;  // padded: no contiguous block
+      if (shape[d] % axesProduct(m, s.mesh, s.dims[d]) != 0) padded = d;
     }
-  for (int d = 0; d < last; ++d)
+  // A padded dim (docs/sharding.md, "Uneven dims") keeps one contiguous
+  // block per rank only as the one split dim with nothing but size-one dims
+  // before it: each rank's block of ceil(size / n) rows is then one range
+  // of the row-major order, its padding rows past the end of the tensor.
+  if (padded >= 0 && padded != last) return std::nullopt;
+  for (int d = 0; d < last; ++d) {
+    if (padded >= 0 && (shape[d] != 1 || !s.dims[d].empty())) return std::nullopt;
     if (shape[d] != axesProduct(m, s.mesh, s.dims[d])) return std::nullopt;
+  }
   int64_t stride = 1;  // elements per step along dim d
   for (int d = (int)shape.size() - 1; d >= 0; --d) {
     if (!s.dims[d].empty()) {
-      int64_t step = stride * (shape[d] / axesProduct(m, s.mesh, s.dims[d]));  // one block along d
+      const int64_t n = axesProduct(m, s.mesh, s.dims[d]);
+      int64_t step = stride * ((shape[d] + n - 1) / n);  // one (padded) block along d
       for (int i = (int)s.dims[d].size() - 1; i >= 0; --i) {
         w[s.dims[d][i]] = step;
         step *= axesProduct(m, s.mesh, {s.dims[d][i]});
@@ -64,7 +72,16 @@ std::optional<Sharding> sameLayoutSharding(const Module& m, const Shape& from, c
       ++k;
     }
   }
-  if (k != axes.size()) return std::nullopt;
+  if (k != axes.size()) {
+    // No even split of `to` fits: every axis on its first dim larger than
+    // one, padded, when that keeps each rank's range (a padded major dim,
+    // [14, 3] @[a, _] to [7, 2, 3] @[a, _, _] over 4).
+    r = Sharding::replicated(s.mesh, (int)to.size());
+    size_t d = 0;
+    while (d < to.size() && to[d] == 1) ++d;
+    if (d == to.size()) return std::nullopt;
+    for (auto& [wt, a] : axes) r.dims[d].push_back(a);
+  }
   auto rw = contiguousLayout(m, to, r);
   if (!rw || *rw != *w) return std::nullopt;
   return r;

@@ -67,3 +67,30 @@ TEST_CASE("reshape layout: the same blocks after a reshape") {
   CHECK_FALSE(passes::sameLayoutSharding(m, {4, 4}, sh({{"a"}, {"b"}}), {16}));
   CHECK_FALSE(passes::sameLayoutSharding(m, {8}, sh({{}}), {2, 4}));
 }
+
+TEST_CASE("reshape layout: a padded split as the one split dim keeps its ranges") {
+  ir::IRParseResult r = ir::parseModule("np = 4\nmesh @m = [a: 2, b: 2]\n");
+  REQUIRE_MESSAGE(r.module, r.error);
+  const ir::Module& m = *r.module;
+  // [14, 3] @[(a, b), _]: blocks of ceil(14 / 4) = 4 rows of 3, rank (i, j)
+  // starts at 24i + 12j; the last block's padding lies past the end.
+  auto w = passes::contiguousLayout(m, {14, 3}, sh({{"a", "b"}, {}}));
+  REQUIRE(w);
+  CHECK(*w == std::map<std::string, int64_t>{{"a", 24}, {"b", 12}});
+  // Size-one dims before it are fine; a split dim before it is not (its
+  // padding rows would overlap the next block), nor a padded dim before
+  // another split one.
+  CHECK(passes::contiguousLayout(m, {1, 7}, sh({{}, {"a"}})));
+  CHECK_FALSE(passes::contiguousLayout(m, {2, 7}, sh({{"a"}, {"b"}})));
+  CHECK_FALSE(passes::contiguousLayout(m, {7, 4}, sh({{"a"}, {"b"}})));
+  // [14, 3] to [7, 2, 3]: blocks of 4 rows are blocks of 2 x 2 rows.
+  auto s = passes::sameLayoutSharding(m, {14, 3}, sh({{"a", "b"}, {}}), {7, 2, 3});
+  REQUIRE(s);
+  CHECK(s->dims == std::vector<std::vector<std::string>>{{"a", "b"}, {}, {}});
+  s = passes::sameLayoutSharding(m, {7, 2, 3}, sh({{"a", "b"}, {}, {}}), {14, 3});
+  REQUIRE(s);
+  CHECK(s->dims == std::vector<std::vector<std::string>>{{"a", "b"}, {}});
+  // [7, 4] @[a, _] to [14, 2]: blocks of 4 x 4 elements, but 14 rows over 2
+  // are blocks of 7 x 2: no sharding of [14, 2] keeps the ranges.
+  CHECK_FALSE(passes::sameLayoutSharding(m, {7, 4}, sh({{"a"}, {}}), {14, 2}));
+}
