@@ -334,6 +334,24 @@ std::optional<Window> matchWindow(LocalBuilder& b, const Op& op) {
   return w;
 }
 
+// A window's local result block `y` (b' rows on d) with its fill rows set:
+// a `where` on the global row for each side that has a fill.
+Value* maskFills(LocalBuilder& b, Value* y, const Window& w, const Sharding& s) {
+  const int d = w.d;
+  const int64_t M = w.op->result->type.shape[d];
+  if (w.vlo <= 0 && w.vhi >= M) return y;
+  Value* pos = globalRows(b, s, d, w.rblk, y->type.rank());
+  if (w.vlo > 0)
+    y = b.emit(OpKind::Where, {b.emit(OpKind::Lt, {pos, constant(b, DType::I32, (double)w.vlo)}, {}),
+                               constant(b, y->type.dtype, w.lo), y},
+               {});
+  if (w.vhi < M)
+    y = b.emit(OpKind::Where, {b.emit(OpKind::Ge, {pos, constant(b, DType::I32, (double)w.vhi)}, {}),
+                               constant(b, y->type.dtype, w.hi), y},
+               {});
+  return y;
+}
+
 // The halo plan of a window, x laid out as the result (blocks of blk rows
 // on d). Member r needs x's rows [r b' + k, r b' + k + b') that are not
 // fill; over all members that is at most L rows before its own block and
@@ -347,7 +365,6 @@ std::optional<Window> matchWindow(LocalBuilder& b, const Op& op) {
 LocalValue windowHalo(LocalBuilder& b, LocalValue x, const Window& w, const Sharding& s) {
   const int d = w.d, rank = x.v->type.rank();
   const int64_t n = w.n, blk = w.blk, rb = w.rblk, k = w.k;
-  const int64_t M = w.op->result->type.shape[d];
   int64_t L = 0, R = 0;
   for (int64_t r = 0; r < n; ++r) {
     int64_t lo = std::max(r * rb, w.vlo) + k, hi = std::min((r + 1) * rb, w.vhi) + k;
@@ -400,18 +417,7 @@ LocalValue windowHalo(LocalBuilder& b, LocalValue x, const Window& w, const Shar
       y = b.emit(OpKind::Where, {bit, sliceRows(b, y, d, step, step + len), sliceRows(b, y, d, 0, len)}, {});
     }
   }
-  if (w.vlo > 0 || w.vhi < M) {
-    Value* pos = globalRows(b, s, d, rb, rank);
-    if (w.vlo > 0)
-      y = b.emit(OpKind::Where, {b.emit(OpKind::Lt, {pos, constant(b, DType::I32, (double)w.vlo)}, {}),
-                                 constant(b, y->type.dtype, w.lo), y},
-                 {});
-    if (w.vhi < M)
-      y = b.emit(OpKind::Where, {b.emit(OpKind::Ge, {pos, constant(b, DType::I32, (double)w.vhi)}, {}),
-                                 constant(b, y->type.dtype, w.hi), y},
-                 {});
-  }
-  return b.tag({y, s});
+  return b.tag({maskFills(b, y, w, s), s});
 }
 
 // The all_gather plan of a window: x whole along d, the op as written,
