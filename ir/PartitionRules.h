@@ -121,7 +121,9 @@ class LocalBuilder {
 //   partitionRandom      random_uniform: every rank draws the global stream
 //                        from the replicated seed and keeps its block
 //   partitionSlice       slice: as partitionLocal, or folded into the concat
-//                        that uses it when that concat is a shift (below)
+//                        that uses it when that concat is a shift or a
+//                        window (below); along a split dim whose size it
+//                        changes, a window itself
 //   partitionTake        take: as partitionLocal; with the table's rows split
 //                        (a partial-sum plan), each rank gathers the ids in
 //                        its row range and zeros the others (Megatron's
@@ -130,8 +132,12 @@ class LocalBuilder {
 //                        split dim (concat of two slices of it, or of a slice
 //                        and a splat fill) is a halo exchange: each rank gets
 //                        only the boundary rows it lacks from its neighbour
-//                        (collective_permute), and masks the fill in; the
-//                        all_gather plan is kept where it sends fewer bytes
+//                        (collective_permute), and masks the fill in; a
+//                        pad (fill, x, fill) that changes the dim's size is
+//                        a window: each rank receives the largest halo any
+//                        rank needs and aligns its rank-dependent offset
+//                        with one where per bit; the all_gather plan is
+//                        kept where it sends fewer bytes
 #define GSL_PARTITION_RULES(X)                                                \
   X(partitionLocal) X(partitionLocalShape) X(partitionMean) X(partitionParam) \
   X(partitionConstant) X(partitionCopy) X(partitionRandom) X(partitionSlice)  \
