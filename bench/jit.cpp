@@ -1,6 +1,11 @@
 // JIT benchmarks, each against a reference measured in the same run:
 //   1. single-thread GFLOP/s of the JIT's matmul at 256..2048 vs Eigen's
-//      own product (ratio JIT/Eigen);
+//      own product (ratio JIT/Eigen) and, when libopenblas.so.0 loads
+//      (Debian's libopenblas0-pthread, the library NumPy's matmul calls),
+//      vs OpenBLAS's cblas_sgemm on one thread: the time ratio JIT/OpenBLAS
+//      is the median over pairs of alternating runs, timed in the calling
+//      thread's CPU time (both run on it alone), so that on a shared
+//      machine the time other processes hold the core is not counted;
 //   2. a fused elementwise chain gelu(x * w + b) over 16M floats vs the
 //      same chain as Eigen array expressions, and vs memcpy of the same
 //      bytes (time ratios); the page faults (getrusage minflt) per call
@@ -10,7 +15,11 @@
 // e.g. GSL_JIT_GEMM=eigen to measure Eigen's GEMMs through the engine.
 #include <Eigen/Dense>
 
+#include <dlfcn.h>
 #include <sys/resource.h>
+#include <time.h>
+
+#include <algorithm>
 
 #include <chrono>
 #include <cmath>
@@ -39,6 +48,35 @@ static double best(int reps, F f) {
     b = std::min(b, std::chrono::duration<double>(Clock::now() - t0).count());
   }
   return b;
+}
+
+static double threadSeconds() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+// The calling thread's CPU seconds in f.
+template <class F>
+static double once(F f) {
+  const double t0 = threadSeconds();
+  f();
+  return threadSeconds() - t0;
+}
+
+static double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// OpenBLAS's cblas_sgemm, single-threaded, or null when the library is not
+// installed (the JIT/OpenBLAS column is then left out).
+using Sgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
+static Sgemm loadOpenBlas() {
+  void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+  if (!h) return nullptr;
+  if (auto setThreads = (void (*)(int))dlsym(h, "openblas_set_num_threads")) setThreads(1);
+  return (Sgemm)dlsym(h, "cblas_sgemm");
 }
 
 static backend::Tensor randomTensor(const ir::Shape& s) {
@@ -95,6 +133,8 @@ int main(int argc, char** argv) {
   bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   // `bench_jit elementwise`: part 2 only (for paired runs).
   const bool onlyElementwise = argc > 1 && std::string(argv[1]) == "elementwise";
+  // `bench_jit matmul`: part 1 only, at 1024 and 2048.
+  const bool onlyMatmul = argc > 1 && std::string(argv[1]) == "matmul";
   Eigen::setNbThreads(1);
   backend::KernelContext ctx;
   auto jit = backend::makeJitEngine(ctx, backend::jitOptionsFromEnvironment());
@@ -103,8 +143,11 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<ir::Function>> functions;
 
   std::printf("1. matmul, single thread, GFLOP/s (best of runs)\n");
+  const Sgemm sgemm = quick ? nullptr : loadOpenBlas();
+  if (!quick && !sgemm) std::printf("   (libopenblas.so.0 not found: no OpenBLAS reference)\n");
   std::vector<int64_t> sizes = quick ? std::vector<int64_t>{64} : std::vector<int64_t>{256, 512, 1024, 2048};
   if (onlyElementwise) sizes.clear();
+  if (onlyMatmul) sizes = {1024, 2048};
   for (int64_t n : sizes) {
     ir::Function& f = *functions.emplace_back(std::make_unique<ir::Function>());
     f.name = "mm" + std::to_string(n);
@@ -120,10 +163,32 @@ int main(int argc, char** argv) {
     EC.noalias() = EA * EB;
     double te = best(reps, [&] { EC.noalias() = EA * EB; });
     double fl = 2.0 * n * n * n;
-    std::printf("   %5lld: JIT %7.1f   Eigen %7.1f   ratio JIT/Eigen = %.2f\n", (long long)n, fl / tj / 1e9,
+    std::printf("   %5lld: JIT %7.1f   Eigen %7.1f   ratio JIT/Eigen = %.2f", (long long)n, fl / tj / 1e9,
                 fl / te / 1e9, te / tj);
+    if (sgemm) {
+      // Row-major C = A B (CblasRowMajor 101, CblasNoTrans 111).
+      backend::Tensor C = randomTensor({n, n});
+      auto blas = [&] { sgemm(101, 111, 111, n, n, n, 1.0f, A.f32(), n, B.f32(), n, 0.0f, C.f32(), n); };
+      blas();
+      const backend::Tensor J = jit->call(f, {A, B})[0];
+      double maxRel = 0;
+      for (int64_t i = 0; i < n * n; ++i)
+        maxRel = std::max(maxRel, (double)std::fabs(J.f32()[i] - C.f32()[i]) / (1e-3 + std::fabs(C.f32()[i])));
+      const int pairs = n >= 2048 ? 7 : 11;
+      std::vector<double> ratio, jt, bt;
+      for (int r = 0; r < pairs; ++r) {
+        jt.push_back(once([&] { jit->call(f, {A, B}); }));
+        bt.push_back(once(blas));
+        ratio.push_back(jt.back() / bt.back());
+      }
+      std::printf("\n          OpenBLAS %7.1f (median of %d pairs, CPU time: JIT %7.1f)   ratio JIT/OpenBLAS time = %.3f"
+                  "   (max rel diff %.2g)",
+                  fl / median(bt) / 1e9, pairs, fl / median(jt) / 1e9, median(ratio), maxRel);
+    }
+    std::printf("\n");
   }
 
+  if (onlyMatmul) return 0;
   std::printf("2. fused elementwise gelu(x * w + b), f32\n");
   int64_t N = quick ? (1 << 16) : (1 << 24);
   {

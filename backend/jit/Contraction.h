@@ -47,6 +47,11 @@ struct Gemm {
   // contiguous stream instead of mr rows that may share cache sets).
   bool packA = false;
   size_t packATemp = 0;
+  // When mc > 0 (both packed, large M): L2/L3 blocking. Per K block, all
+  // of B's kc x N block is packed (column panels of kc x nr, at packTemp),
+  // then A in blocks of mc rows (mc x kc, at packATemp), each run against
+  // every column panel.
+  int64_t mc = 0;
 };
 
 // Register blocking of the generated GEMM kernel for `vw` f32 lanes: an

@@ -72,6 +72,8 @@ void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm
   llvm::Value* bp = b;
   int64_t bRs = g.rsB;
   llvm::Value* bj0 = nullptr;
+  // The first row of the packed A block.
+  llvm::Value* aRow0 = i64c(0);
   // C[i0 : i0 + rows, j0 : j0 + cols] (rows <= mr, cols <= nr) += the
   // product over k in [k0, k0 + kn); the first K block starts from 0.
   auto block = [&](llvm::Value* i0, int64_t rows, llvm::Value* j0, int64_t cols, llvm::Value* k0, int64_t kn) {
@@ -115,8 +117,9 @@ void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm
       std::vector<llvm::Value*> out(in.size());
       for (int64_t r = 0; r < rows; ++r) {
         llvm::Value* x;
-        if (packA) {  // block i0 / mr of the packed K block: [kc][mr]
-          llvm::Value* off = b_.CreateAdd(b_.CreateMul(i0, i64c(kc)), b_.CreateAdd(b_.CreateMul(kk, i64c(mr)), i64c(r)));
+        if (packA) {  // block (i0 - aRow0) / mr of the packed K block: [kc][mr]
+          llvm::Value* off = b_.CreateAdd(b_.CreateMul(b_.CreateSub(i0, aRow0), i64c(kc)),
+                                          b_.CreateAdd(b_.CreateMul(kk, i64c(mr)), i64c(r)));
           x = loadIn(f32_, packA, off);
         } else {
           llvm::Value* row = b_.CreateAdd(i0, i64c(r));
@@ -137,41 +140,80 @@ void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm
         st->setMetadata(llvm::LLVMContext::MD_alias_scope, scope_);
       }
   };
+  llvm::Value* pack = g.pack ? tempPtr(g.packTemp) : nullptr;
+  // Row blocks [r0, r0 + rows) of C (r0 a multiple of mr) against the
+  // column panel at j0.
+  auto rowRange = [&](llvm::Value* r0, int64_t rows, llvm::Value* j0, int64_t cols, llvm::Value* k0, int64_t kn) {
+    if (rows / mr)
+      loop(rows / mr, [&](llvm::Value* ib) { block(b_.CreateAdd(r0, b_.CreateMul(ib, i64c(mr))), mr, j0, cols, k0, kn); });
+    if (rows % mr) block(b_.CreateAdd(r0, i64c(rows / mr * mr)), rows % mr, j0, cols, k0, kn);
+  };
+  const int64_t panelsN = g.N / nr, lastCols = g.N % nr;
+  if (g.mc > 0) {
+    // L2/L3 blocking (GotoBLAS / BLIS order): per K block, B's whole
+    // kc x N block is packed as column panels (kc x nr each; together in
+    // L3); then per block of mc rows, A's mc x kc block is packed (it stays
+    // in L2), and every column panel (in L1) runs over those rows. Each C
+    // element still sums its k in order.
+    auto panelPtr = [&](llvm::Value* jb) { return gep(f32_, pack, b_.CreateMul(jb, i64c(kc * nr))); };
+    auto forPanels = [&](const std::function<void(llvm::Value*, llvm::Value*, int64_t)>& body) {
+      if (panelsN) loop(panelsN, [&](llvm::Value* jb) { body(jb, b_.CreateMul(jb, i64c(nr)), nr); });
+      if (lastCols) body(i64c(panelsN), i64c(panelsN * nr), lastCols);
+    };
+    auto rowBlock = [&](llvm::Value* i0, int64_t rows, llvm::Value* k0, int64_t kn) {
+      packRows(packA, a, g, i0, rows, k0, kn);
+      aRow0 = i0;
+      forPanels([&](llvm::Value* jb, llvm::Value* j0, int64_t cols) {
+        bp = panelPtr(jb), bRs = nr, bj0 = i64c(0);
+        rowRange(i0, rows, j0, cols, k0, kn);
+      });
+    };
+    auto kBlock = [&](llvm::Value* k0, int64_t kn) {
+      forPanels([&](llvm::Value* jb, llvm::Value* j0, int64_t cols) {
+        packPanel(panelPtr(jb), b, g.rsB, j0, cols, k0, kn);
+      });
+      if (g.M / g.mc) loop(g.M / g.mc, [&](llvm::Value* ic) { rowBlock(b_.CreateMul(ic, i64c(g.mc)), g.mc, k0, kn); });
+      if (g.M % g.mc) rowBlock(i64c(g.M / g.mc * g.mc), g.M % g.mc, k0, kn);
+    };
+    if (g.K / kc) loop(g.K / kc, [&](llvm::Value* kb) { kBlock(b_.CreateMul(kb, i64c(kc)), kc); });
+    if (g.K % kc) kBlock(i64c(g.K / kc * kc), g.K % kc);
+    return;
+  }
   // K blocks outside (C is revisited once per block of kc), then column
   // panels (a kc x nr panel of B, 32 KiB with AVX-512, stays in L1 for
   // every row block), row blocks inside. Each C element still sums its k
   // in order.
-  llvm::Value* pack = g.pack ? tempPtr(g.packTemp) : nullptr;
   auto rowBlocks = [&](llvm::Value* j0, int64_t cols, llvm::Value* k0, int64_t kn) {
     if (pack) {
       packPanel(pack, b, g.rsB, j0, cols, k0, kn);
       bp = pack, bRs = nr, bj0 = i64c(0);
     }
-    if (g.M / mr)
-      loop(g.M / mr, [&](llvm::Value* ib) { block(b_.CreateMul(ib, i64c(mr)), mr, j0, cols, k0, kn); });
-    if (g.M % mr) block(i64c(g.M / mr * mr), g.M % mr, j0, cols, k0, kn);
+    rowRange(i64c(0), g.M, j0, cols, k0, kn);
   };
   auto panels = [&](llvm::Value* k0, int64_t kn) {
-    if (packA) packRows(packA, a, g, k0, kn);
-    if (g.N / nr) loop(g.N / nr, [&](llvm::Value* jb) { rowBlocks(b_.CreateMul(jb, i64c(nr)), nr, k0, kn); });
-    if (g.N % nr) rowBlocks(i64c(g.N / nr * nr), g.N % nr, k0, kn);
+    if (packA) packRows(packA, a, g, i64c(0), g.M, k0, kn);
+    if (panelsN) loop(panelsN, [&](llvm::Value* jb) { rowBlocks(b_.CreateMul(jb, i64c(nr)), nr, k0, kn); });
+    if (lastCols) rowBlocks(i64c(panelsN * nr), lastCols, k0, kn);
   };
   if (g.K / kc) loop(g.K / kc, [&](llvm::Value* kb) { panels(b_.CreateMul(kb, i64c(kc)), kc); });
   if (g.K % kc) panels(i64c(g.K / kc * kc), g.K % kc);
 }
 
-// A's K block [k0, k0 + kn) as row blocks: P[(i / mr) kc mr + kk mr +
-// i % mr] = A[i, k0 + kk] (alias scope as packPanel).
-void GemmEmitter::packRows(llvm::Value* p, llvm::Value* a, const Gemm& g, llvm::Value* k0, int64_t kn) {
+// Rows [r0, r0 + rows) of A's K block [k0, k0 + kn) as row blocks (r0 a
+// multiple of mr): P[((i - r0) / mr) kc mr + kk mr + i % mr] = A[i, k0 + kk]
+// (alias scope as packPanel).
+void GemmEmitter::packRows(llvm::Value* p, llvm::Value* a, const Gemm& g, llvm::Value* r0, int64_t rows,
+                           llvm::Value* k0, int64_t kn) {
   const int64_t mr = kernelRows(opts_.vectorWidth), kc = g.kc;
   llvm::MDBuilder mdb(c_);
   llvm::MDNode* packScope = llvm::MDNode::get(c_, {mdb.createAnonymousAliasScope(domain_, "packA")});
-  auto rowsOf = [&](llvm::Value* i0, int64_t rows) {
+  auto rowsOf = [&](llvm::Value* i0, int64_t n) {  // i0: relative to r0
     loop(kn, [&](llvm::Value* kk) {
       llvm::Value* col = b_.CreateMul(b_.CreateAdd(k0, kk), i64c(g.csA));
       llvm::Value* dst = b_.CreateAdd(b_.CreateMul(i0, i64c(kc)), b_.CreateMul(kk, i64c(mr)));
-      for (int64_t r = 0; r < rows; ++r) {
-        llvm::Value* src = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64c(r)), i64c(g.rsA)), col);
+      for (int64_t r = 0; r < n; ++r) {
+        llvm::Value* row = b_.CreateAdd(r0, b_.CreateAdd(i0, i64c(r)));
+        llvm::Value* src = b_.CreateAdd(b_.CreateMul(row, i64c(g.rsA)), col);
         auto* l = b_.CreateAlignedLoad(f32_, gep(f32_, a, src), llvm::Align(4));
         l->setMetadata(llvm::LLVMContext::MD_noalias, packScope);
         auto* st = b_.CreateAlignedStore(l, gep(f32_, p, b_.CreateAdd(dst, i64c(r))), llvm::Align(4));
@@ -179,8 +221,8 @@ void GemmEmitter::packRows(llvm::Value* p, llvm::Value* a, const Gemm& g, llvm::
       }
     });
   };
-  if (g.M / mr) loop(g.M / mr, [&](llvm::Value* ib) { rowsOf(b_.CreateMul(ib, i64c(mr)), mr); });
-  if (g.M % mr) rowsOf(i64c(g.M / mr * mr), g.M % mr);
+  if (rows / mr) loop(rows / mr, [&](llvm::Value* ib) { rowsOf(b_.CreateMul(ib, i64c(mr)), mr); });
+  if (rows % mr) rowsOf(i64c(rows / mr * mr), rows % mr);
 }
 
 // P[kk * nr + j] = B[(k0 + kk) * rsB + j0 + j] for kk < kn, j < cols (B

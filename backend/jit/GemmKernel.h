@@ -28,9 +28,11 @@ class GemmEmitter : public Emitter {
   // Requires g.csB == 1 and g.csC == 1.
   void gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm::Value* c);
 
-  // A's K block [k0, k0 + kn) as row blocks: P[(i / mr) kc mr + kk mr +
-  // i % mr] = A[i, k0 + kk] (alias scope as packPanel).
-  void packRows(llvm::Value* p, llvm::Value* a, const Gemm& g, llvm::Value* k0, int64_t kn);
+  // Rows [r0, r0 + rows) of A's K block [k0, k0 + kn) as row blocks (r0 a
+  // multiple of mr): P[((i - r0) / mr) kc mr + kk mr + i % mr] =
+  // A[i, k0 + kk] (alias scope as packPanel).
+  void packRows(llvm::Value* p, llvm::Value* a, const Gemm& g, llvm::Value* r0, int64_t rows, llvm::Value* k0,
+                int64_t kn);
 
   // P[kk * nr + j] = B[(k0 + kk) * rsB + j0 + j] for kk < kn, j < cols (B
   // rows contiguous). The stores get their own alias scope: the kernel's

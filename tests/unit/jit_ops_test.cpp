@@ -158,6 +158,8 @@ TEST_CASE("jit: matmul, big, odd and batched") {
       {{40, 700}, {700, 50}},        // K blocks (and a remainder block)
       {{256, 256}, {256, 256}},      // packed A and B panels
       {{1, 300}, {300, 40}},         // M = 1
+      {{600, 300}, {300, 200}},      // L2 blocks of A's rows (and a remainder block)
+      {{530, 700}, {700, 100}},      // L2 blocks, K blocks, an edge column panel
   };
   for (auto& c : cases) {
     INFO(ir::shapeStr(c[0]) << " @ " << ir::shapeStr(c[1]));
