@@ -108,8 +108,9 @@ test-asan: deps
 
 # Benchmarks (bench/): each prints its ratio against a reference measured in the same run.
 # Their own packages (not needed by the tests): PyTorch, the reference of
-# bench/first_step.sh; bc for its arithmetic.
-BENCH_PACKAGES := python3-torch bc
+# bench/first_step.sh; bc for its arithmetic; OpenBLAS, bench_jit's GEMM
+# reference (the library NumPy calls).
+BENCH_PACKAGES := python3-torch bc libopenblas0-pthread
 
 .PHONY: bench bench-deps
 bench-deps:
