@@ -2,9 +2,19 @@
 // Adam), per token, on one rank, and at -np 4 the share of the step spent
 // in collectives, on the JIT after a compiling warm-up run. The reference
 // is the same run's -np 1 step time.
+//
+// `bench_train_step width D NH HD H N1 N2`: the example at -np 1 with that
+// width (the rest as the example), on the JIT: runs of N1 and N2 steps
+// after a compiling run; prints the process CPU seconds per step of the
+// difference, so that start-up and checkpoint costs cancel and time other
+// processes hold the cores is not counted (bench/train_step_torch.sh
+// compares it with PyTorch).
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -13,10 +23,18 @@
 #include "runtime/Host.h"
 
 struct Result {
-  double secondsPerStep, commShare;
+  double secondsPerStep, commShare, cpuSeconds;
 };
 
+static double processSeconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static gsl::runtime::Engine engine = gsl::runtime::Engine::Jit;
+
+static std::map<std::string, int64_t> extraDefines;
 
 static Result run(int64_t np, int64_t dp, int64_t steps) {
   gsl::SourceManager sm;
@@ -24,6 +42,7 @@ static Result run(int64_t np, int64_t dp, int64_t steps) {
   gsl::frontend::Options o;
   o.np = np;
   o.defines = {{"STEPS", steps}, {"DP", dp}};
+  for (auto& [k, v] : extraDefines) o.defines[k] = v;
   o.importPath = gsl::frontend::defaultImportPath();
   auto prog = gsl::frontend::compileFile(GSL_SOURCE_DIR "/examples/transformer.gsl", o, sm, diags);
   if (!prog) {
@@ -39,15 +58,25 @@ static Result run(int64_t np, int64_t dp, int64_t steps) {
   double comm = 0;
   ro.commSeconds = &comm;
   auto t0 = std::chrono::steady_clock::now();
+  const double c0 = processSeconds();
   if (!gsl::runtime::runMain(*prog, ro, diags)) {
     diags.print(std::cerr);
     std::exit(1);
   }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return {s / (double)steps, comm / s};
+  return {s / (double)steps, comm / s, processSeconds() - c0};
 }
 
 int main(int argc, char** argv) {
+  if (argc == 8 && std::string(argv[1]) == "width") {
+    const char* names[] = {"D", "NH", "HD", "H"};
+    for (int i = 0; i < 4; ++i) extraDefines[names[i]] = std::atoll(argv[2 + i]);
+    const int64_t n1 = std::atoll(argv[6]), n2 = std::atoll(argv[7]);
+    run(1, 1, 1);
+    const double t1 = run(1, 1, n1).cpuSeconds, t2 = run(1, 1, n2).cpuSeconds;
+    std::printf("gsl %.4f ms/step (process CPU time)\n", (t2 - t1) / (double)(n2 - n1) * 1e3);
+    return 0;
+  }
   bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   int64_t steps = quick ? 3 : 40;
   // --quick (ctest: it runs, nothing timed) skips the JIT's compilation.

@@ -29,25 +29,38 @@ using ir::Shape;
 // strides are compile-time constants, there is no call or dispatch, and
 // Eigen's blocking on this host stays near 70% of the kernel's rate. So a
 // GEMM whose B and C rows (or A and C columns) are contiguous, which is
-// every matmul and most einsums, is generated. Only layouts with neither
-// call Eigen (which packs any strides) when larger than 32^3
-// multiply-adds; smaller ones are generated dot-product loops.
+// every matmul and most einsums, is generated; so is one whose C rows (or
+// columns) are contiguous but B's (A's) are not, when it has at least one
+// full row block: the kernel then reads B through packed panels whatever
+// its strides (A·Bᵀ: attention scores and most einsum gradients). A C with
+// neither contiguous rows nor columns is computed in temp space
+// (planEinsumGemm). What is left, matrix-vector products with a strided
+// matrix, calls Eigen (which packs any strides) when larger than 32^3
+// multiply-adds and is generated dot-product loops when smaller.
 // JitOptions::gemm forces one side, for such measurements.
 void chooseGemmCode(Gemm& g, const JitOptions& o) {
   using GC = JitOptions::GemmCode;
-  const bool rows = g.N > 1 && g.csB == 1 && g.csC == 1;
-  const bool cols = g.M > 1 && g.rsA == 1 && g.rsC == 1;
+  // The kernel writes C's rows as vectors (or, swapped, its columns); it
+  // reads B's rows as vectors, or any layout of B through its packed
+  // panels (A·Bᵀ: attention scores, and most einsum gradients).
+  const bool rowsC = g.N > 1 && g.csC == 1, colsC = g.M > 1 && g.rsC == 1;
+  const bool rows = rowsC && g.csB == 1;
+  const bool cols = colsC && g.rsA == 1;
   const bool big = g.M * g.N * g.K > o.dotLoopMacs;
-  if (o.gemm == GC::Eigen || (!rows && !cols && big && o.gemm == GC::Auto)) {
+  // (Packing pays when the panel serves at least one row block.)
+  const int mr = kernelRows(o.vectorWidth);
+  const bool packedRows = rowsC && g.M >= mr, packedCols = colsC && g.N >= mr;
+  const bool kernel = rows || cols || (big && (packedRows || packedCols));
+  if (o.gemm == GC::Eigen || (!kernel && big && o.gemm == GC::Auto)) {
     g.code = Gemm::Code::Eigen;
     return;
   }
-  if (!rows && !cols) {
+  if (!kernel) {
     g.code = Gemm::Code::Dots;
     return;
   }
   g.code = Gemm::Code::Kernel;
-  if (!rows) {
+  if (!rows && !(packedRows && !cols)) {
     g.swap = true;
     Gemm t = g;
     g.M = t.N, g.N = t.M;
@@ -59,10 +72,10 @@ void chooseGemmCode(Gemm& g, const JitOptions& o) {
   g.kc = g.K <= kcMax * 3 / 2 ? std::max<int64_t>(g.K, 1) : kcMax;
   // Packing pays when many row blocks reuse a panel (and removes the cache
   // conflicts of power-of-two row strides).
-  g.pack = g.M >= 4 * kernelRows(o.vectorWidth) && g.K >= 16;
+  // B's panels are always packed when its rows are strided.
+  g.pack = (g.M >= 4 * kernelRows(o.vectorWidth) && g.K >= 16) || g.csB != 1;
   // Packing A costs M kc scalar copies per K block against M kc N / nr
   // vector FMAs: worth it when there are a few column panels.
-  const int mr = kernelRows(o.vectorWidth);
   const int64_t nr = kernelCols(o.vectorWidth);
   g.packA = g.pack && g.N >= 2 * nr;
   // L2/L3 blocking above mc rows: A's mc x kc block (576 KiB with AVX2)
@@ -170,7 +183,12 @@ std::optional<Gemm> planEinsumGemm(const ir::EinsumSpec& es, const Shape& sa, co
   };
   if (!groupStride(A, ms, size) || !groupStride(A, ks, size)) relayout(A, batch + ms + ks, g.copyA, false);
   if (!groupStride(B, ks, size) || !groupStride(B, ns, size)) relayout(B, batch + ks + ns, g.copyB, false);
-  if (!groupStride(C, ms, size) || !groupStride(C, ns, size)) relayout(C, batch + ms + ns, g.copyC, true);
+  // C is also computed in temp space when neither its rows nor its columns
+  // are contiguous (a batch label innermost): the kernel writes vectors.
+  auto unit = [&](const std::string& grp) { return !grp.empty() && *groupStride(C, grp, size) == 1; };
+  if (!groupStride(C, ms, size) || !groupStride(C, ns, size) ||
+      (!(ms.empty() && ns.empty()) && !unit(ms) && !unit(ns)))
+    relayout(C, batch + ms + ns, g.copyC, true);
   g.rsA = *groupStride(A, ms, size);
   g.csA = *groupStride(A, ks, size);
   g.rsB = *groupStride(B, ks, size);

@@ -59,7 +59,7 @@ void GemmEmitter::gemmDots(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm::
 // block of C (nr = 2 vector widths) stays in 2 mr vector registers while
 // k runs, each step one broadcast of A per row and two vector loads of B;
 // edges use masked loads and stores. Sizes and strides are constants.
-// Requires g.csB == 1 and g.csC == 1.
+// Requires g.csC == 1, and g.csB == 1 unless B is packed.
 void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm::Value* c) {
   const int vw = opts_.vectorWidth, mr = kernelRows(vw);
   const int64_t nr = kernelCols(vw);
@@ -170,7 +170,7 @@ void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm
     };
     auto kBlock = [&](llvm::Value* k0, int64_t kn) {
       forPanels([&](llvm::Value* jb, llvm::Value* j0, int64_t cols) {
-        packPanel(panelPtr(jb), b, g.rsB, j0, cols, k0, kn);
+        packPanel(panelPtr(jb), b, g.rsB, g.csB, j0, cols, k0, kn);
       });
       if (g.M / g.mc) loop(g.M / g.mc, [&](llvm::Value* ic) { rowBlock(b_.CreateMul(ic, i64c(g.mc)), g.mc, k0, kn); });
       if (g.M % g.mc) rowBlock(i64c(g.M / g.mc * g.mc), g.M % g.mc, k0, kn);
@@ -185,7 +185,7 @@ void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm
   // in order.
   auto rowBlocks = [&](llvm::Value* j0, int64_t cols, llvm::Value* k0, int64_t kn) {
     if (pack) {
-      packPanel(pack, b, g.rsB, j0, cols, k0, kn);
+      packPanel(pack, b, g.rsB, g.csB, j0, cols, k0, kn);
       bp = pack, bRs = nr, bj0 = i64c(0);
     }
     rowRange(i64c(0), g.M, j0, cols, k0, kn);
@@ -225,16 +225,30 @@ void GemmEmitter::packRows(llvm::Value* p, llvm::Value* a, const Gemm& g, llvm::
   if (rows % mr) rowsOf(i64c(rows / mr * mr), rows % mr);
 }
 
-// P[kk * nr + j] = B[(k0 + kk) * rsB + j0 + j] for kk < kn, j < cols (B
-// rows contiguous). The stores get their own alias scope: the kernel's
-// loads of P are declared not to alias C's stores, but may alias these.
-void GemmEmitter::packPanel(llvm::Value* p, llvm::Value* b, int64_t rsB, llvm::Value* j0, int64_t cols,
-                            llvm::Value* k0, int64_t kn) {
+// P[kk * nr + j] = B[(k0 + kk) * rsB + (j0 + j) * csB] for kk < kn,
+// j < cols: vector copies of B's rows when csB == 1, else scalar copies
+// along k. The stores get their own alias scope: the kernel's loads of P
+// are declared not to alias C's stores, but may alias these.
+void GemmEmitter::packPanel(llvm::Value* p, llvm::Value* b, int64_t rsB, int64_t csB, llvm::Value* j0,
+                            int64_t cols, llvm::Value* k0, int64_t kn) {
   const int vw = opts_.vectorWidth;
   const int64_t nr = kernelCols(vw);
   auto* vt = llvm::FixedVectorType::get(f32_, vw);
   llvm::MDBuilder mdb(c_);
   llvm::MDNode* packScope = llvm::MDNode::get(c_, {mdb.createAnonymousAliasScope(domain_, "pack")});
+  if (csB != 1) {
+    loop(cols, [&](llvm::Value* j) {
+      llvm::Value* col = b_.CreateMul(b_.CreateAdd(j0, j), i64c(csB));
+      loop(kn, [&](llvm::Value* kk) {
+        llvm::Value* src = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(k0, kk), i64c(rsB)), col);
+        auto* l = b_.CreateAlignedLoad(f32_, gep(f32_, b, src), llvm::Align(4));
+        l->setMetadata(llvm::LLVMContext::MD_noalias, packScope);
+        auto* st = b_.CreateAlignedStore(l, gep(f32_, p, b_.CreateAdd(b_.CreateMul(kk, i64c(nr)), j)), llvm::Align(4));
+        st->setMetadata(llvm::LLVMContext::MD_alias_scope, packScope);
+      });
+    });
+    return;
+  }
   const int vecs = (int)((cols + vw - 1) / vw);
   const int64_t lastLanes = cols - (int64_t)(vecs - 1) * vw;
   llvm::Value* mask = nullptr;

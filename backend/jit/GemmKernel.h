@@ -25,7 +25,7 @@ class GemmEmitter : public Emitter {
   // block of C (nr = 2 vector widths) stays in 2 mr vector registers while
   // k runs, each step one broadcast of A per row and two vector loads of B;
   // edges use masked loads and stores. Sizes and strides are constants.
-  // Requires g.csB == 1 and g.csC == 1.
+  // Requires g.csC == 1, and g.csB == 1 unless B is packed.
   void gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm::Value* c);
 
   // Rows [r0, r0 + rows) of A's K block [k0, k0 + kn) as row blocks (r0 a
@@ -34,11 +34,12 @@ class GemmEmitter : public Emitter {
   void packRows(llvm::Value* p, llvm::Value* a, const Gemm& g, llvm::Value* r0, int64_t rows, llvm::Value* k0,
                 int64_t kn);
 
-  // P[kk * nr + j] = B[(k0 + kk) * rsB + j0 + j] for kk < kn, j < cols (B
-  // rows contiguous). The stores get their own alias scope: the kernel's
-  // loads of P are declared not to alias C's stores, but may alias these.
-  void packPanel(llvm::Value* p, llvm::Value* b, int64_t rsB, llvm::Value* j0, int64_t cols, llvm::Value* k0,
-                 int64_t kn);
+  // P[kk * nr + j] = B[(k0 + kk) * rsB + (j0 + j) * csB] for kk < kn,
+  // j < cols: vector copies of B's rows when csB == 1, else scalar copies
+  // along k. The stores get their own alias scope: the kernel's loads of P
+  // are declared not to alias C's stores, but may alias these.
+  void packPanel(llvm::Value* p, llvm::Value* b, int64_t rsB, int64_t csB, llvm::Value* j0, int64_t cols,
+                 llvm::Value* k0, int64_t kn);
 };
 
 }  // namespace gsl::backend::jit

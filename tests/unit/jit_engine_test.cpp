@@ -344,8 +344,15 @@ TEST_CASE("jit: GEMM code choice (generated kernel, Eigen)") {
   // Contiguous rows of B and C: the generated kernel, even when large.
   CHECK(ll("ij,jk->ik", {300, 200}, {200, 100}).find("gsl_rt_sgemm") == std::string::npos);
   CHECK(ll("ij,jk->ik", {300, 200}, {200, 100}).find("llvm.fmuladd.v") != std::string::npos);
-  // B transposed and C row-major, large: Eigen.
-  CHECK(ll("bqd,bkd->bqk", {3, 50, 20}, {3, 60, 20}).find("gsl_rt_sgemm") != std::string::npos);
+  // B transposed and C row-major, large: the kernel on packed panels of B.
+  CHECK(ll("bqd,bkd->bqk", {3, 50, 20}, {3, 60, 20}).find("gsl_rt_sgemm") == std::string::npos);
+  CHECK(ll("bqd,bkd->bqk", {3, 50, 20}, {3, 60, 20}).find("llvm.fmuladd.v") != std::string::npos);
+  // The layouts of stdlib/nn.gsl's attention that fell back to Eigen at
+  // D = 256 (the output projection's gradient, scores at longer sequences).
+  CHECK(ll("bqd,nhd->bnqh", {16, 16, 256}, {8, 32, 256}).find("gsl_rt_sgemm") == std::string::npos);
+  CHECK(ll("bnqh,bnkh->bnqk", {2, 8, 64, 32}, {2, 8, 64, 32}).find("gsl_rt_sgemm") == std::string::npos);
+  // A batch label innermost in the result: computed in temp space by the kernel.
+  CHECK(ll("bij,bjk->ikb", {3, 50, 20}, {3, 20, 60}).find("gsl_rt_sgemm") == std::string::npos);
 }
 
 // Random graphs of ops (fusion, aliasing views, buffer reuse, repeated and

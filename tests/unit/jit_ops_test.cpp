@@ -191,7 +191,13 @@ TEST_CASE("jit: einsum specs") {
       {"ji,jk->ki", {{70, 50}, {70, 60}}},  // kernel on C^T = B^T A^T
       {"ij,kj->ki", {{5, 6}, {4, 6}}},      // small, no contiguous rows: dot loops
       {"pqk,kr->prq", {{3, 4, 5}, {5, 6}}},  // M labels split in the result: copied out
-      {"bqd,bkd->bqk", {{3, 50, 20}, {3, 60, 20}}},  // B^T, Eigen
+      {"bqd,bkd->bqk", {{3, 50, 20}, {3, 60, 20}}},  // B^T: packed panels of B
+      {"bqd,bkd->bqk", {{2, 400, 40}, {2, 300, 40}}},  // B^T, packed A, L2 blocks, edge panel
+      {"bnqh,nhd->bqd", {{2, 3, 30, 8}, {3, 8, 50}}},  // A copied, B^T
+      {"bqd,nhd->bnqh", {{2, 30, 50}, {3, 8, 50}}},    // B^T, C copied out
+      {"kij,kl->lij", {{40, 6, 7}, {40, 50}}},         // A^T B, C^T = B^T A^T
+      {"bij,bjk->ikb", {{3, 50, 20}, {3, 20, 60}}},    // batch label innermost: C in temp space
+      {"ij,j->i", {{70, 60}, {60}}},                   // matrix-vector, A^T packed
   };
   for (auto& [spec, shapes] : cases) {
     INFO(spec);
