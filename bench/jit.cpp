@@ -8,8 +8,9 @@
 //      machine the time other processes hold the core is not counted;
 //   2. a fused elementwise chain gelu(x * w + b) over 16M floats vs the
 //      same chain as Eigen array expressions, and vs memcpy of the same
-//      bytes (time ratios); the page faults (getrusage minflt) per call
-//      once warm;
+//      bytes (time ratios of the best runs, and the median ratio of
+//      alternating pairs in thread CPU time); the page faults (getrusage
+//      minflt) per call once warm;
 //   3. JIT compile time of the MLP and the Transformer training step.
 // The JIT runs with the options the GSL_JIT_* variables ask for (JitOptions.h),
 // e.g. GSL_JIT_GEMM=eigen to measure Eigen's GEMMs through the engine.
@@ -233,6 +234,14 @@ int main(int argc, char** argv) {
     std::printf("   %lld elements: JIT %.2f ms   Eigen expressions %.2f ms   memcpy of the bytes %.2f ms\n",
                 (long long)N, tj * 1e3, te * 1e3, tm * 1e3);
     std::printf("   ratio JIT/Eigen time = %.2f   ratio JIT/memcpy time = %.2f\n", tj / te, tj / tm);
+    {  // Paired: alternating calls, the calling thread's CPU time (as part 1).
+      std::vector<double> ratio;
+      for (int r = 0; r < 11; ++r) {
+        const double a = once([&] { jit->call(f, {X, W, Bv}); });
+        ratio.push_back(a / once(copyAll));
+      }
+      std::printf("   median of 11 alternating pairs, CPU time: ratio JIT/memcpy time = %.2f\n", median(ratio));
+    }
     std::printf("   page faults per JIT call once warm: %.1f (the result is %lld bytes); max |JIT - Eigen| = %.3g\n",
                 faults, (long long)N * 4, maxDiff);
   }
