@@ -1,7 +1,9 @@
 // The on-disk object store of the compile cache; see ObjectCache.h.
 #include "backend/jit/ObjectCache.h"
 
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -53,6 +55,61 @@ uint64_t getU64(const char* p) {
 
 void setCompileCacheConfig(const CompileCacheConfig& c) { config() = c; }
 const CompileCacheConfig& compileCacheConfig() { return config(); }
+
+namespace {
+// The NT_GNU_BUILD_ID note of the loaded object that contains `addr`, as
+// hex; empty when that object has none.
+std::string buildIdOf(const void* addr) {
+  struct Search {
+    uintptr_t addr;
+    std::string hex;
+  } s{reinterpret_cast<uintptr_t>(addr), {}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) -> int {
+        auto& s = *static_cast<Search*>(data);
+        bool contains = false;
+        for (int i = 0; i < info->dlpi_phnum && !contains; ++i) {
+          const auto& ph = info->dlpi_phdr[i];
+          uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+          contains = ph.p_type == PT_LOAD && s.addr >= lo && s.addr < lo + ph.p_memsz;
+        }
+        if (!contains) return 0;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const auto& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_NOTE) continue;
+          const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+          const char* end = p + ph.p_memsz;
+          while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const auto* n = reinterpret_cast<const ElfW(Nhdr)*>(p);
+            const char* name = p + sizeof(ElfW(Nhdr));
+            const char* desc = name + ((n->n_namesz + 3) & ~3u);
+            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0 &&
+                desc + n->n_descsz <= end) {
+              static const char* digits = "0123456789abcdef";
+              for (uint32_t k = 0; k < n->n_descsz; ++k) {
+                auto b = static_cast<unsigned char>(desc[k]);
+                s.hex += digits[b >> 4];
+                s.hex += digits[b & 15];
+              }
+              return 1;
+            }
+            p = desc + ((n->n_descsz + 3) & ~3u);
+          }
+        }
+        return 1;
+      },
+      &s);
+  return s.hex;
+}
+}  // namespace
+
+std::string defaultCacheVersion() {
+  static const std::string v = [] {
+    std::string id = buildIdOf(reinterpret_cast<const void*>(&buildIdOf));
+    return id.empty() ? std::string("gsl 0.1") : "gsl 0.1 build " + id;
+  }();
+  return v;
+}
 
 std::string defaultCompileCacheDir() {
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/gsl";

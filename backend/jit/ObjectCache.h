@@ -22,11 +22,17 @@ namespace gsl::backend {
 // How `gsl run` configures the cache (set once by the tool before any
 // compile; the library default is off, so tests and embedders write no
 // files unless they ask to).
+// "gsl 0.1" and the GNU build id of the binary that holds the code
+// generator, so that a rebuilt gsl (a changed kernel, packing or pipeline)
+// never loads objects an older build compiled. A binary linked without a
+// build id gets the version string alone.
+std::string defaultCacheVersion();
+
 struct CompileCacheConfig {
   bool enabled = false;
   std::string dir;                       // created on first use
   uint64_t maxBytes = uint64_t(1) << 30;  // bound of the directory's entries
-  std::string version = "gsl 0.1";       // part of every key
+  std::string version = defaultCacheVersion();  // part of every key
 };
 
 void setCompileCacheConfig(const CompileCacheConfig& c);

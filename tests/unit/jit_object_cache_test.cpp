@@ -111,3 +111,15 @@ TEST_CASE("object store: cache sizes") {
   CHECK_FALSE(parseCacheSize("12MB"));
   CHECK_FALSE(parseCacheSize("99999999999999999999"));
 }
+
+TEST_CASE("object store: the default version names this binary's build id") {
+  // The test binary is linked like gsl (with a GNU build id), so the
+  // version carries it: a rebuilt binary keys its objects apart.
+  const std::string v = gsl::backend::defaultCacheVersion();
+  const std::string prefix = "gsl 0.1 build ";
+  REQUIRE(v.rfind(prefix, 0) == 0);
+  const std::string id = v.substr(prefix.size());
+  CHECK(id.size() >= 16);
+  CHECK(id.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(gsl::backend::CompileCacheConfig{}.version == v);
+}
