@@ -4,11 +4,16 @@
 //   with R threads each memcpy'ing (R-1)*B bytes.
 //   all_reduce: compare with a reduce-scatter + all-gather over R threads
 //   written independently (std::barrier), on the same bytes.
+//   small all_reduce (the gradients of a small model: 4 B to 8 KiB, at 2 and
+//   8 ranks): microseconds per call, against R threads that each publish
+//   their buffer, wait at a std::barrier, sum all R buffers and wait again
+//   (written independently; the least a rendezvous-based call can do).
 #include <algorithm>
 #include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,20 +26,24 @@ static double secondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Runs body on R threads (the same pattern as the ranks) and times it.
+// Runs body(r) on R threads (the same pattern as the ranks); returns the
+// seconds until all of them finished.
+static double onThreads(int R, const std::function<void(int)>& body) {
+  auto t0 = Clock::now();
+  std::vector<std::thread> ts;
+  for (int r = 0; r < R; ++r) ts.emplace_back(body, r);
+  for (auto& t : ts) t.join();
+  return secondsSince(t0);
+}
+
 static double threadsMemcpy(int R, size_t bytes, int reps) {
   std::vector<std::vector<char>> src(R, std::vector<char>(bytes, 1));
   std::vector<std::vector<char>> dst(R, std::vector<char>(bytes * R));
-  auto t0 = Clock::now();
-  std::vector<std::thread> ts;
-  for (int r = 0; r < R; ++r)
-    ts.emplace_back([&, r] {
-      for (int k = 0; k < reps; ++k)
-        for (int p = 0; p < R; ++p)
-          if (p != r) std::memcpy(dst[r].data() + p * bytes, src[p].data(), bytes);
-    });
-  for (auto& t : ts) t.join();
-  return secondsSince(t0);
+  return onThreads(R, [&](int r) {
+    for (int k = 0; k < reps; ++k)
+      for (int p = 0; p < R; ++p)
+        if (p != r) std::memcpy(dst[r].data() + p * bytes, src[p].data(), bytes);
+  });
 }
 
 static double threadsAllGather(int R, size_t bytes, int reps) {
@@ -70,25 +79,36 @@ static double threadsReduceScatterAllGather(int R, size_t floats, int reps) {
   const size_t chunk = (floats + R - 1) / R;
   std::vector<std::vector<float>> part(R, std::vector<float>(chunk));
   std::barrier sync(R);
-  auto t0 = Clock::now();
-  std::vector<std::thread> ts;
-  for (int r = 0; r < R; ++r)
-    ts.emplace_back([&, r] {
-      for (int k = 0; k < reps; ++k) {
-        const size_t lo = std::min(floats, r * chunk), len = std::min(floats, lo + chunk) - lo;
-        std::memcpy(part[r].data(), buf[0].data() + lo, len * 4);
-        for (int p = 1; p < R; ++p)
-          for (size_t i = 0; i < len; ++i) part[r][i] += buf[p][lo + i];
-        sync.arrive_and_wait();  // every chunk reduced; nobody reads buf any more
-        for (int p = 0; p < R; ++p) {
-          const size_t plo = std::min(floats, p * chunk), plen = std::min(floats, plo + chunk) - plo;
-          std::memcpy(buf[r].data() + plo, part[p].data(), plen * 4);
-        }
-        sync.arrive_and_wait();  // every buffer written; parts may be reused
+  return onThreads(R, [&](int r) {
+    for (int k = 0; k < reps; ++k) {
+      const size_t lo = std::min(floats, r * chunk), len = std::min(floats, lo + chunk) - lo;
+      std::memcpy(part[r].data(), buf[0].data() + lo, len * 4);
+      for (int p = 1; p < R; ++p)
+        for (size_t i = 0; i < len; ++i) part[r][i] += buf[p][lo + i];
+      sync.arrive_and_wait();  // every chunk reduced; nobody reads buf any more
+      for (int p = 0; p < R; ++p) {
+        const size_t plo = std::min(floats, p * chunk), plen = std::min(floats, plo + chunk) - plo;
+        std::memcpy(buf[r].data() + plo, part[p].data(), plen * 4);
       }
-    });
-  for (auto& t : ts) t.join();
-  return secondsSince(t0);
+      sync.arrive_and_wait();  // every buffer written; parts may be reused
+    }
+  });
+}
+
+// Small all_reduce reference: seconds per call.
+static double threadsSmallReference(int R, size_t floats, int reps) {
+  std::vector<std::vector<float>> in(R, std::vector<float>(floats, 1.0f)), out = in;
+  std::barrier sync(R);
+  return onThreads(R, [&](int r) {
+    for (int k = 0; k < reps; ++k) {
+      sync.arrive_and_wait();  // every input written
+      std::memcpy(out[r].data(), in[0].data(), floats * 4);
+      for (int p = 1; p < R; ++p)
+        for (size_t i = 0; i < floats; ++i) out[r][i] += in[p][i];
+      sync.arrive_and_wait();  // nobody reads the inputs any more
+      std::memcpy(in[r].data(), out[r].data(), floats * 4);
+    }
+  }) / reps;
 }
 
 int main(int argc, char** argv) {
@@ -106,5 +126,12 @@ int main(int argc, char** argv) {
   double gbr = (double)R * R * bytes * reps / 1e9;
   std::printf("  all_reduce : %7.2f GB/s   reduce-scatter + all-gather reference: %7.2f GB/s   ratio all_reduce/reference = %.2f\n",
               gbr / ar, gbr / sl, sl / ar);
+  const int smallReps = quick ? 200 : 5000;
+  for (int r : {2, 8})
+    for (size_t b : {size_t(4), size_t(128), size_t(8192)}) {
+      double a = threadsAllReduce(r, b / 4, smallReps) / smallReps, ref = threadsSmallReference(r, b / 4, smallReps);
+      std::printf("  small all_reduce, %d ranks, %5zu B: %8.2f us per call   two-barrier reference: %8.2f us   ratio = %.2f\n",
+                  r, b, a * 1e6, ref * 1e6, a / ref);
+    }
   return 0;
 }

@@ -96,27 +96,92 @@ bool overlaps(const void* send, const void* recv, size_t bytes) {
 // ================================================================ the world
 
 // One rank's side of a collective call: what must match across members, and
-// the buffer peers read from.
+// the buffers peers read from (and, for a direct all_reduce, write into).
 struct ThreadWorld::Call {
+  Call() = default;
+  Call(std::string k, uint64_t b, std::string d, const void* s)
+      : kind(std::move(k)), bytes(b), detail(std::move(d)), send(s) {}
   std::string kind;    // "all_reduce", ...
   uint64_t bytes = 0;  // size of the call (the send buffer)
   std::string detail;  // further parameters that must match ("f32 sum", a perm)
   const void* send = nullptr;
-  const void* aux = nullptr;  // what peers read in a second phase (all_reduce's reduced chunk)
+  void* recv = nullptr;      // a direct all_reduce: the buffer its chunk owners write into
+  std::vector<char> staged;  // Staged: the copy of `send` (send points here once posted)
 
   std::string str() const { return kind + " of " + std::to_string(bytes) + " bytes"; }
 };
 
 struct ThreadWorld::Rendezvous {
-  explicit Rendezvous(const std::vector<int>& g) : group(g), posts(g.size(), nullptr) {}
+  explicit Rendezvous(const std::vector<int>& g) : group(g), calls(g.size()), posts(g.size(), nullptr) {}
   std::vector<int> group;
+  std::vector<Call> calls;         // by member index, kept here so peers may read them after a member left
+  std::vector<const Call*> posts;  // &calls[m] once member m posted
+  size_t posted = 0;               // guarded by the world's mu_
+  std::atomic<bool> complete{false};  // every member posted
+  std::atomic<size_t> done{0};        // members finished reading
+  // Parking: a waiter that stops spinning sleeps on cv under m; wake()
+  // notifies only when someone sleeps.
+  std::mutex m;
   std::condition_variable cv;
-  std::vector<const Call*> posts;  // by member index
-  size_t posted = 0;
-  bool complete = false;  // every member posted
-  size_t firstDone = 0;   // members finished the first phase (two-phase collectives)
-  size_t done = 0;        // members finished reading
+  std::atomic<int> sleepers{0};
 };
+
+namespace {
+
+// How long a wait spins before it parks. A peer that arrives within this
+// time costs no sleep and no wake-up (futex) call; a longer wait costs at
+// most this much of a core, and the spin yields, so ranks outnumbering the
+// cores still run.
+constexpr auto kSpinFor = std::chrono::microseconds(50);
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace
+
+void ThreadWorld::wake(Rendezvous& r) {
+  // The caller changed the waited-for state (seq_cst) before this load: a
+  // waiter either sees the change or is counted here (it counts itself
+  // before its last look, under m).
+  if (r.sleepers.load() == 0) return;
+  std::lock_guard<std::mutex> lock(r.m);
+  r.cv.notify_all();
+}
+
+// Waits until `ready()`; spins (yielding) for up to kSpinFor, then parks on
+// r's condition variable, re-checking every kRecheck. Returns false (without
+// waiting further) once `stop()` is true.
+template <typename Ready, typename Stop>
+bool ThreadWorld::await(Rendezvous& r, Ready ready, Stop stop) {
+  const auto until = std::chrono::steady_clock::now() + kSpinFor;
+  for (unsigned i = 0;; ++i) {
+    if (ready()) return true;
+    if (stop()) return false;
+    if (i < 64) {
+      cpuRelax();
+    } else {
+      std::this_thread::yield();
+      if ((i & 7) == 0 && std::chrono::steady_clock::now() > until) break;
+    }
+  }
+  std::unique_lock<std::mutex> lock(r.m);
+  r.sleepers.fetch_add(1);
+  bool ok = true;
+  while (!ready()) {
+    if (stop()) {
+      ok = false;
+      break;
+    }
+    r.cv.wait_for(lock, kRecheck);
+  }
+  r.sleepers.fetch_sub(1);
+  return ok;
+}
 
 ThreadWorld::ThreadWorld(int size) : size_(size), waitingIn_(size, nullptr), finished_(size, false) {
   if (size < 1) throw CommError("thread world needs at least one rank, got " + std::to_string(size));
@@ -124,10 +189,7 @@ ThreadWorld::ThreadWorld(int size) : size_(size), waitingIn_(size, nullptr), fin
 
 ThreadWorld::~ThreadWorld() = default;
 
-bool ThreadWorld::failed() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return failedFlag_;
-}
+bool ThreadWorld::failed() const { return failedFlag_.load(); }
 
 std::string ThreadWorld::failure() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -136,9 +198,9 @@ std::string ThreadWorld::failure() const {
 
 void ThreadWorld::failLocked(const std::string& msg) {
   if (failedFlag_) return;  // the first failure wins
-  failedFlag_ = true;
   failure_ = msg;
-  for (auto& [key, r] : open_) r->cv.notify_all();
+  failedFlag_.store(true);
+  for (auto& [key, r] : open_) wake(*r);
 }
 
 void ThreadWorld::abort(int rank, const std::string& why) {
@@ -157,8 +219,9 @@ void ThreadWorld::finished(int rank) {
 void ThreadWorld::throwFailure() const { throw CommError(failure_); }
 
 void ThreadWorld::throwIfFailed() const {
+  if (!failedFlag_.load()) return;
   std::lock_guard<std::mutex> lock(mu_);
-  if (failedFlag_) throwFailure();
+  throwFailure();
 }
 
 // Every rank is either finished or blocked in a collective that still lacks
@@ -186,37 +249,52 @@ void ThreadWorld::checkDeadlockLocked() {
   failLocked(msg);
 }
 
-void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t seq, const Call& call,
-                             const Body& body, const Body& second) {
+void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t seq, Call call, Mode mode,
+                             const Body& body) {
   const size_t n = group.size();
   const size_t me = (size_t)(std::find(group.begin(), group.end(), rank) - group.begin());
-  std::unique_lock<std::mutex> lock(mu_);
-  if (failedFlag_) throwFailure();
+  if (mode == Mode::Staged && call.bytes && call.send) {  // the copy peers read (outside the lock)
+    call.staged.assign(static_cast<const char*>(call.send), static_cast<const char*>(call.send) + call.bytes);
+    call.send = call.staged.data();
+  }
 
   // 1. Post, and wait until every member has posted.
-  auto key = std::make_pair(group, seq);
-  std::shared_ptr<Rendezvous>& slot = open_[key];
-  if (!slot) slot = std::make_shared<Rendezvous>(group);
-  std::shared_ptr<Rendezvous> r = slot;
-  r->posts[me] = &call;
-  if (++r->posted == n) {
-    r->complete = true;
-    waiting_ -= (int)(n - 1);
-    for (int m : group) waitingIn_[m] = nullptr;
-    r->cv.notify_all();
+  std::shared_ptr<Rendezvous> r;
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (failedFlag_) throwFailure();
+    auto key = std::make_pair(group, seq);
+    auto it = open_.find(key);
+    if (it == open_.end()) it = open_.emplace(std::move(key), std::make_shared<Rendezvous>(group)).first;
+    r = it->second;
+    r->calls[me] = std::move(call);  // a moved vector keeps its buffer: `send` stays valid
+    r->posts[me] = &r->calls[me];
+    if (++r->posted == n) {
+      last = true;
+      waiting_ -= (int)(n - 1);
+      for (int m : group) waitingIn_[m] = nullptr;
+      open_.erase(it);
+      r->complete.store(true);
+    } else {
+      ++waiting_;
+      waitingIn_[rank] = r.get();
+      checkDeadlockLocked();
+    }
+  }
+  const Call& mine = *r->posts[me];
+  if (last) {
+    wake(*r);
   } else {
     // --trace: the time blocked here, until the last member posted.
     const int64_t waitStart = trace::current ? trace::nowNs() : 0;
-    ++waiting_;
-    waitingIn_[rank] = r.get();
-    checkDeadlockLocked();
-    while (!r->complete) {
-      // Failing is only safe before the rendezvous completes: afterwards
-      // peers may be reading this rank's buffer.
-      if (failedFlag_) throwFailure();
-      r->cv.wait_for(lock, kRecheck);
+    // Failing is only safe before the rendezvous completes: afterwards
+    // peers may be reading this rank's buffers.
+    if (!await(*r, [&] { return r->complete.load(); }, [&] { return failedFlag_.load(); })) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!r->complete.load()) throwFailure();
     }
-    if (trace::current) trace::record("wait", "wait " + call.kind, waitStart, trace::nowNs());
+    if (trace::current) trace::record("wait", "wait " + mine.kind, waitStart, trace::nowNs());
   }
 
   // 2. Check that the calls match: every member compares everyone against
@@ -232,37 +310,24 @@ void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t s
                " called " + b.str() + (onlyDetail ? " (" + b.detail + ")" : "");
   }
 
-  // 3. Copy from the peers' buffers (outside the lock: the posts no longer
-  // change), in one or two phases. The bodies only read and write memory,
-  // so every member reaches the barrier between the phases.
+  // 3. Move the data (the posts no longer change).
   std::exception_ptr err;
-  auto run = [&](const Body& b) {
-    lock.unlock();
-    try {
-      b(r->posts);
-    } catch (...) {
-      if (!err) err = std::current_exception();
-    }
-    lock.lock();
-  };
   if (mismatch.empty()) {
-    run(body);
-    if (second) {
-      if (++r->firstDone == n) r->cv.notify_all();
-      while (r->firstDone < n) r->cv.wait_for(lock, kRecheck);
-      run(second);
+    try {
+      body(r->posts);
+    } catch (...) {
+      err = std::current_exception();
     }
   }
 
-  // 4. Wait until every member is done reading. Not interruptible by a
-  // failure: reading never blocks, so this wait is short.
-  if (++r->done == n) {
-    open_.erase(key);
-    r->cv.notify_all();
-  } else {
-    while (r->done < n) r->cv.wait_for(lock, kRecheck);
+  // 4. Direct: wait until every member is done with the others' buffers.
+  // Not interruptible by a failure: moving data never blocks, so this wait
+  // is short. A mismatch moved nothing: no wait.
+  if (r->done.fetch_add(1) + 1 == n) {
+    wake(*r);
+  } else if (mode == Mode::Direct && mismatch.empty()) {
+    await(*r, [&] { return r->done.load() == n; }, [] { return false; });
   }
-  lock.unlock();
   if (!mismatch.empty()) throw CommError(mismatch);
   if (err) std::rethrow_exception(err);
 }
@@ -291,6 +356,12 @@ int ThreadComm::memberIndex(const std::vector<int>& group) const {
   return me;
 }
 
+namespace {
+using Posts = std::vector<const ThreadWorld::Call*>;
+using Mode = ThreadWorld::Mode;
+Mode modeFor(uint64_t bytes) { return bytes <= ThreadWorld::kStagedBytes ? Mode::Staged : Mode::Direct; }
+}  // namespace
+
 void ThreadComm::allGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
   memberIndex(group);
   const size_t n = group.size();
@@ -298,11 +369,14 @@ void ThreadComm::allGather(const std::vector<int>& group, const void* send, size
     if (bytes && send != recv) std::memmove(recv, send, bytes);
     return;
   }
-  const bool inPlace = overlaps(send, recv, n * bytes);
+  const Mode mode = modeFor(bytes);
+  // Direct and in place: peers read `send` until everyone is done, so the
+  // gathered blocks are kept aside until then (staged calls read copies).
+  const bool inPlace = mode == Mode::Direct && overlaps(send, recv, n * bytes);
   std::vector<char> aside(inPlace ? n * bytes : 0);
   char* out = inPlace ? aside.data() : static_cast<char*>(recv);
   ThreadWorld::Call call{"all_gather", bytes, "", send};
-  world_.collective(rank_, group, nextSeq(group), call, [&](const std::vector<const ThreadWorld::Call*>& posts) {
+  world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts) {
     for (size_t m = 0; m < n; ++m)
       if (bytes) std::memcpy(out + m * bytes, posts[m]->send, bytes);
   });
@@ -320,33 +394,34 @@ void ThreadComm::allReduce(const std::vector<int>& group, void* data, size_t cou
   if (solo(group, "all_reduce")) {  // a group of one: nothing to reduce, no rendezvous
     return;
   }
-  // Reduce-scatter, then all-gather, in place: member m reduces chunk m of
-  // every member's `data` (in member order, so the sums are the same on
-  // every member and at every group size's chunking) into `mine`; after a
-  // barrier (no member reads `data` any more) each member copies every
-  // member's reduced chunk into its own `data`.
-  const size_t chunk = (count + n - 1) / n;
-  auto range = [&](size_t m) {
-    size_t lo = std::min(count, m * chunk);
-    return std::make_pair(lo, std::min(count, lo + chunk) - lo);
-  };
-  std::vector<int32_t> mine((chunk * eb + 3) / 4);
   ThreadWorld::Call call{"all_reduce", bytes, std::string(ir::dtypeName(dt)) + " " + reduceName(op), data};
-  call.aux = mine.data();
-  world_.collective(
-      rank_, group, nextSeq(group), call,
-      [&](const std::vector<const ThreadWorld::Call*>& posts) {
-        auto [lo, len] = range((size_t)me);
-        std::vector<const void*> src;
-        for (const auto* p : posts) src.push_back(static_cast<const char*>(p->send) + lo * eb);
-        if (len) reduceWords(mine.data(), src, len, dt, op);
-      },
-      [&](const std::vector<const ThreadWorld::Call*>& posts) {
-        for (size_t m = 0; m < n; ++m) {
-          auto [lo, len] = range(m);
-          if (len) std::memcpy(static_cast<char*>(data) + lo * eb, posts[m]->aux, len * eb);
-        }
-      });
+  call.recv = data;
+  const Mode mode = modeFor(bytes);
+  // Every element is reduced over the members in member order, so the
+  // result is bit-identical on every member, in both modes and at every
+  // chunking.
+  if (mode == Mode::Staged) {  // each member reduces the staged copies into its own `data`
+    world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts) {
+      std::vector<const void*> src;
+      for (const auto* p : posts) src.push_back(p->send);
+      if (count) reduceWords(data, src, count, dt, op);
+    });
+  } else {
+    // Reduce-scatter + all-gather in one phase: member m reduces chunk m of
+    // every member's `data` and writes it into chunk m of every member's
+    // `data` (no other member touches that chunk).
+    const size_t chunk = (count + n - 1) / n;
+    const size_t lo = std::min(count, (size_t)me * chunk), len = std::min(count, lo + chunk) - lo;
+    thread_local std::vector<char> reduced;
+    world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts) {
+      if (!len) return;
+      reduced.resize(len * eb);
+      std::vector<const void*> src;
+      for (const auto* p : posts) src.push_back(static_cast<const char*>(p->send) + lo * eb);
+      reduceWords(reduced.data(), src, len, dt, op);
+      for (const auto* p : posts) std::memcpy(static_cast<char*>(p->recv) + lo * eb, reduced.data(), len * eb);
+    });
+  }
   stats.add("all_reduce", CommVolume::allReduce(n, bytes));
 }
 
@@ -362,9 +437,10 @@ void ThreadComm::reduceScatter(const std::vector<int>& group, const void* send, 
     return;
   }
   ThreadWorld::Call call{"reduce_scatter", block * n, ir::dtypeName(dt), send};
-  const bool inPlace = overlaps(send, recv, n * block);
+  const Mode mode = modeFor(block * n);
+  const bool inPlace = mode == Mode::Direct && overlaps(send, recv, n * block);
   std::vector<int32_t> aside(inPlace ? (block + 3) / 4 : 0);
-  world_.collective(rank_, group, nextSeq(group), call, [&](const std::vector<const ThreadWorld::Call*>& posts) {
+  world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts) {
     std::vector<const void*> src;
     for (const auto* p : posts) src.push_back(static_cast<const char*>(p->send) + me * block);
     if (count) reduceWords(inPlace ? aside.data() : recv, src, count, dt, ReduceOp::Sum);
@@ -380,11 +456,12 @@ void ThreadComm::allToAll(const std::vector<int>& group, const void* send, size_
     if (bytes && send != recv) std::memmove(recv, send, bytes);
     return;
   }
-  const bool inPlace = overlaps(send, recv, n * bytes);
+  const Mode mode = modeFor(bytes * n);
+  const bool inPlace = mode == Mode::Direct && overlaps(send, recv, n * bytes);
   std::vector<char> aside(inPlace ? n * bytes : 0);
   char* out = inPlace ? aside.data() : static_cast<char*>(recv);
   ThreadWorld::Call call{"all_to_all", bytes * n, "", send};
-  world_.collective(rank_, group, nextSeq(group), call, [&](const std::vector<const ThreadWorld::Call*>& posts) {
+  world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts) {
     for (size_t m = 0; m < n; ++m)
       if (bytes) std::memcpy(out + m * bytes, static_cast<const char*>(posts[m]->send) + me * bytes, bytes);
   });
@@ -412,11 +489,12 @@ void ThreadComm::permute(const std::vector<int>& group, const std::vector<int64_
   }
   ThreadWorld::Call call{"collective_permute", bytes, p, send};
   const int64_t from = perm[me];
-  // In place (recv overlapping send): peers read `send` until everyone is
-  // done, so the received block is kept aside until then.
-  const bool inPlace = overlaps(send, recv, bytes);
+  const Mode mode = modeFor(bytes);
+  // Direct and in place (recv overlapping send): peers read `send` until
+  // everyone is done, so the received block is kept aside until then.
+  const bool inPlace = mode == Mode::Direct && overlaps(send, recv, bytes);
   std::vector<char> aside(inPlace ? bytes : 0);
-  world_.collective(rank_, group, nextSeq(group), call, [&](const std::vector<const ThreadWorld::Call*>& posts) {
+  world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts) {
     if (bytes) std::memcpy(inPlace ? aside.data() : recv, posts[from]->send, bytes);
   });
   if (inPlace && bytes) std::memcpy(recv, aside.data(), bytes);
@@ -427,7 +505,7 @@ void ThreadComm::barrier() {
   std::vector<int> all(world_.size());
   for (int i = 0; i < world_.size(); ++i) all[i] = i;
   ThreadWorld::Call call{"barrier", 0, "", nullptr};
-  world_.collective(rank_, all, nextSeq(all), call, [](const std::vector<const ThreadWorld::Call*>&) {});
+  world_.collective(rank_, all, nextSeq(all), std::move(call), Mode::Staged, [](const Posts&) {});
 }
 
 void ThreadComm::abort(const std::string& why) { world_.abort(rank_, why); }

@@ -3,15 +3,23 @@
 // A ThreadWorld is the state the ranks share; each rank thread owns one
 // ThreadComm referencing it. A collective is a rendezvous keyed by (group,
 // the group's call sequence number on the calling rank): every member posts
-// a description of its call and its buffer pointers, blocks (condition
-// variable, never spinning) until all members posted, checks that the calls
-// match, copies what it needs straight out of its peers' buffers, and then
-// blocks until every member finished reading, so no buffer is released
-// while a peer may still read it. A collective may have a second phase
-// after a group-wide barrier (all_reduce: each member reduces its own
-// chunk of everyone's buffer, then, once all chunks are reduced, copies the
-// reduced chunks into its buffer: a reduce-scatter plus an all-gather that
-// touches each byte once). A group of one member needs no rendezvous.
+// a description of its call (kept in the rendezvous) and its buffer
+// pointers, waits until all members posted, checks that the calls match,
+// and then moves data in one of two modes:
+//   - staged (calls of at most kStagedBytes): each member copies its send
+//     buffer into the rendezvous when it posts, and peers read only those
+//     copies, so a member leaves as soon as its own reads are done: one
+//     rendezvous per call;
+//   - direct (larger calls): members read (and, for all_reduce, write) each
+//     other's buffers in place, and then wait until every member finished,
+//     so no buffer is released while a peer may still touch it. all_reduce
+//     is a reduce-scatter plus an all-gather in one phase: member m reduces
+//     chunk m of everyone's buffer and writes the result into chunk m of
+//     every member's buffer, so each byte is read and written once per
+//     member.
+// A group of one member needs no rendezvous. Waits spin briefly (yielding
+// the core, so ranks outnumbering cores still progress), then park on a
+// condition variable.
 //
 // Failures never hang: a mismatched call makes every member throw
 // CommError("collective mismatch: ..."); abort(why) (or runRanks seeing a
@@ -20,6 +28,7 @@
 // an incomplete collective or finished (a rank skipped a collective its
 // peers entered), the world fails with "collective deadlock: ...".
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -67,6 +76,14 @@ class ThreadWorld {
 
   int size() const { return size_; }
 
+  // Calls sending at most this many bytes are staged (file comment): a
+  // copy of a few KiB costs less than a second rendezvous.
+  static constexpr uint64_t kStagedBytes = 32 * 1024;
+  // How a collective's data moves (see the file comment).
+  enum class Mode { Staged, Direct };
+  // One member's call (defined in ThreadComm.cpp).
+  struct Call;
+
   // Marks the world failed because `rank` failed (the first failure wins):
   // every blocked or later collective throws CommError("rank R failed: why").
   void abort(int rank, const std::string& why);
@@ -82,16 +99,19 @@ class ThreadWorld {
  private:
   friend class ThreadComm;
   struct Rendezvous;
-  struct Call;
 
-  // Runs one collective for `rank`: posts `call`, waits for the group,
-  // checks the calls match, runs `body(posts)` (posts in member order) to
-  // copy from peers, then, if `second` is given, waits until every member
-  // ran `body` and runs `second(posts)`; then waits until every member is
-  // done.
+  // Runs one collective for `rank`: posts `call` (Staged: with a copy of
+  // its `bytes` bytes from `send`), waits for the group, checks the calls
+  // match, runs `body(posts)` (posts in member order); Direct: then waits
+  // until every member ran its body.
   using Body = std::function<void(const std::vector<const Call*>&)>;
-  void collective(int rank, const std::vector<int>& group, uint64_t seq, const Call& call, const Body& body,
-                  const Body& second = nullptr);
+  void collective(int rank, const std::vector<int>& group, uint64_t seq, Call call, Mode mode, const Body& body);
+  // Wakes the members of `r` parked on its condition variable.
+  static void wake(Rendezvous& r);
+  // Waits until `ready()`: spins (yielding) briefly, then parks on r's
+  // condition variable. Returns false once `stop()` is true.
+  template <typename Ready, typename Stop>
+  static bool await(Rendezvous& r, Ready ready, Stop stop);
   void failLocked(const std::string& msg);  // mu_ held
   void checkDeadlockLocked();               // mu_ held
   [[noreturn]] void throwFailure() const;   // mu_ held
@@ -99,7 +119,9 @@ class ThreadWorld {
   const int size_;
   mutable std::mutex mu_;
   std::string failure_;  // guarded by mu_; "" while healthy
-  bool failedFlag_ = false;
+  std::atomic<bool> failedFlag_{false};  // written under mu_; read by spinning waits
+  // Rendezvous still waiting for members (a complete one is dropped here;
+  // its members keep it alive).
   std::map<std::pair<std::vector<int>, uint64_t>, std::shared_ptr<Rendezvous>> open_;
   std::vector<const Rendezvous*> waitingIn_;  // per rank: incomplete rendezvous it waits in
   std::vector<bool> finished_;

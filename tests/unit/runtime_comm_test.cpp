@@ -23,6 +23,7 @@
 #include "ir/Function.h"
 #include "ir/OpTable.h"
 #include "runtime/ThreadComm.h"
+#include "support/BF16.h"
 #include "comm_cases.h"
 
 using namespace gsl;
@@ -159,6 +160,86 @@ TEST_CASE("ThreadComm: all_reduce of arbitrary floats is bit-identical on every 
     results[r] = v;
   });
   for (int r = 1; r < n; ++r) CHECK(std::memcmp(results[r].data(), results[0].data(), 4000) == 0);
+}
+
+// Calls above ThreadWorld::kStagedBytes move data directly between the
+// members' buffers (all_reduce: each member reduces its chunk of everyone's
+// buffer and writes it into everyone's); smaller ones read staged copies.
+// Both must give the values computed here, element by element in member
+// order, also in place and with chunks that do not divide evenly.
+TEST_CASE("ThreadComm: staged (small) and direct (large) calls, in place and not, give exact results") {
+  const size_t big = runtime::ThreadWorld::kStagedBytes / 4 + 13;  // words: a direct call
+  for (int n : {2, 3, 5}) {
+    for (size_t words : {size_t(7), big}) {
+      CAPTURE(n);
+      CAPTURE(words);
+      std::vector<int> all(n);
+      for (int i = 0; i < n; ++i) all[i] = i;
+      auto f32 = [](int r, size_t i) { return 1.0f / (float)(r * 7919 + i + 3) * (i % 3 ? 1e4f : -1e-3f); };
+      auto i32 = [](int r, size_t i) { return (int32_t)((r + 1) * 1000003 * (int64_t)(i + 1) % 2000000011); };
+      std::vector<std::vector<float>> sum(n), mx(n), gathered(n), bf(n);
+      std::vector<std::vector<int32_t>> isum(n), scattered(n), toAll(n), permuted(n);
+      runRanksOrThrow(n, [&](int r, Communicator& c) {
+        std::vector<float> v(words);
+        for (size_t i = 0; i < words; ++i) v[i] = f32(r, i);
+        sum[r] = v;
+        c.allReduce(all, sum[r].data(), words, DType::F32, ReduceOp::Sum);
+        mx[r] = v;
+        c.allReduce(all, mx[r].data(), words, DType::F32, ReduceOp::Max);
+        std::vector<uint16_t> h(words);
+        for (size_t i = 0; i < words; ++i) h[i] = f32ToBF16(v[i]);
+        c.allReduce(all, h.data(), words, DType::BF16, ReduceOp::Sum);
+        for (uint16_t x : h) bf[r].push_back(bf16ToF32(x));
+        isum[r].resize(words);
+        for (size_t i = 0; i < words; ++i) isum[r][i] = i32(r, i);
+        c.allReduce(all, isum[r].data(), words, DType::I32, ReduceOp::Sum);
+        // all_gather in place: this member's block already sits at its slot.
+        gathered[r].assign(words * n, 0.0f);
+        std::copy(v.begin(), v.end(), gathered[r].begin() + r * words);
+        c.allGather(all, gathered[r].data() + r * words, words * 4, gathered[r].data());
+        // reduce_scatter into the front of its own input.
+        std::vector<int32_t> in(words * n);
+        for (size_t i = 0; i < in.size(); ++i) in[i] = i32(r, i);
+        c.reduceScatter(all, in.data(), words, DType::I32, in.data());
+        scattered[r].assign(in.begin(), in.begin() + words);
+        // all_to_all and permute in place.
+        for (size_t i = 0; i < in.size(); ++i) in[i] = i32(r, i);
+        c.allToAll(all, in.data(), words * 4, in.data());
+        toAll[r] = in;
+        std::vector<int64_t> perm(n);
+        for (int m = 0; m < n; ++m) perm[m] = (m + 1) % n;  // member m receives from m + 1
+        permuted[r].resize(words);
+        for (size_t i = 0; i < words; ++i) permuted[r][i] = i32(r, i);
+        c.permute(all, perm, permuted[r].data(), words * 4, permuted[r].data());
+      });
+      for (int r = 0; r < n; ++r) {
+        CAPTURE(r);
+        size_t bad = 0;
+        for (size_t i = 0; i < words; ++i) {
+          float s = f32(0, i), m = f32(0, i), b = bf16ToF32(f32ToBF16(f32(0, i)));
+          uint32_t is = (uint32_t)i32(0, i);
+          for (int q = 1; q < n; ++q) {
+            s += f32(q, i);
+            m = std::max(m, f32(q, i));
+            b += bf16ToF32(f32ToBF16(f32(q, i)));
+            is += (uint32_t)i32(q, i);
+          }
+          b = bf16ToF32(f32ToBF16(b));
+          bad += std::memcmp(&sum[r][i], &s, 4) != 0;
+          bad += mx[r][i] != m;
+          bad += std::memcmp(&bf[r][i], &b, 4) != 0;
+          bad += isum[r][i] != (int32_t)is;
+          for (int q = 0; q < n; ++q) bad += gathered[r][q * words + i] != f32(q, i);
+          uint32_t rs = 0;
+          for (int q = 0; q < n; ++q) rs += (uint32_t)i32(q, r * words + i);
+          bad += scattered[r][i] != (int32_t)rs;
+          for (int q = 0; q < n; ++q) bad += toAll[r][q * words + i] != i32(q, r * words + i);
+          bad += permuted[r][i] != i32((r + 1) % n, i);
+        }
+        CHECK(bad == 0);
+      }
+    }
+  }
 }
 
 TEST_CASE("ThreadComm: in-place permute and repeated calls on overlapping groups") {
