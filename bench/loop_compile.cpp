@@ -22,6 +22,7 @@
 #include "ir/Verifier.h"
 #include "passes/Autodiff.h"
 #include "support/Diagnostics.h"
+#include "tests/unit/ir_texts.h"
 
 using namespace gsl;
 
@@ -31,15 +32,7 @@ constexpr int B = 32, D = 64, F = 256;
 
 std::string layer(const std::string& i, const std::string& h, const std::string& w1, const std::string& w2,
                   int next, const char* ind) {
-  auto v = [&](int k) { return "%" + std::to_string(next + k); };
-  std::ostringstream s;
-  s << ind << v(0) << " = dynamic_index " << w1 << ", " << i << " : f32[" << D << ", " << F << "]\n"
-    << ind << v(1) << " = matmul " << h << ", " << v(0) << " : f32[" << B << ", " << F << "]\n"
-    << ind << v(2) << " = tanh " << v(1) << " : f32[" << B << ", " << F << "]\n"
-    << ind << v(3) << " = dynamic_index " << w2 << ", " << i << " : f32[" << F << ", " << D << "]\n"
-    << ind << v(4) << " = matmul " << v(2) << ", " << v(3) << " : f32[" << B << ", " << D << "]\n"
-    << ind << v(5) << " = add " << h << ", " << v(4) << " : f32[" << B << ", " << D << "]\n";
-  return s.str();
+  return irtext::mlpLayer(ind, i, h, w1, w2, next, B, D, F);
 }
 
 std::string program(int L, bool loop) {

@@ -11,6 +11,8 @@
 #include "ir/Loop.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
+#include "ir_mutations.h"
+#include "ir_texts.h"
 
 using namespace gsl::ir;
 
@@ -29,32 +31,11 @@ std::string parseError(const std::string& text) {
   return r.error;
 }
 
-// A 4-layer tanh MLP with stacked weights: carries (h, the sum of the
-// layers' squared activations) and stacks every layer's output.
-const char* kMlp =
-    "np = 1\n"
-    "param @w : f32[4, 3, 3] = normal(0.5)\n"
-    "\n"
-    "func @f(%0: f32[2, 3], %1: f32[3]) -> (f32[2, 3], f32, f32[4, 2, 3]) {\n"
-    "  %2 = param {name = \"w\"} : f32[4, 3, 3]\n"
-    "  %3 = constant {value = 0.0} : f32\n"
-    "  %4, %5, %6 = loop %0, %3, %2, %1 {carried = 2, trip = 4} : f32[2, 3], f32, f32[4, 2, 3] {\n"
-    "    body(%7: i32, %8: f32[2, 3], %9: f32, %10: f32[4, 3, 3], %11: f32[3]):\n"
-    "    %12 = dynamic_index %10, %7 : f32[3, 3]\n"
-    "    %13 = matmul %8, %12 : f32[2, 3]\n"
-    "    %14 = add %13, %11 : f32[2, 3]\n"
-    "    %15 = tanh %14 : f32[2, 3]\n"
-    "    %16 = mul %15, %15 : f32[2, 3]\n"
-    "    %17 = sum %16 {axis = [0, 1], keepdims = false} : f32\n"
-    "    %18 = add %9, %17 : f32\n"
-    "    yield %15, %18, %15\n"
-    "  }\n"
-    "  return %4, %5, %6\n"
-    "}\n";
+using irtext::kLoopMlp;
 
-// Replaces the first occurrence of `from` in kMlp (which must be there).
+// Replaces the first occurrence of `from` in kLoopMlp (which must be there).
 std::string mlpWith(const std::string& from, const std::string& to) {
-  std::string s = kMlp;
+  std::string s = kLoopMlp;
   auto p = s.find(from);
   REQUIRE_MESSAGE(p != std::string::npos, from);
   return s.replace(p, from.size(), to);
@@ -62,10 +43,10 @@ std::string mlpWith(const std::string& from, const std::string& to) {
 
 }  // namespace
 
-TEST_CASE("loop IR: round trip of a stacked-weight MLP") { CHECK(roundTrip(kMlp) == kMlp); }
+TEST_CASE("loop IR: round trip of a stacked-weight MLP") { CHECK(roundTrip(kLoopMlp) == kLoopMlp); }
 
 TEST_CASE("loop IR: the parsed structure") {
-  IRParseResult r = parseModule(kMlp);
+  IRParseResult r = parseModule(kLoopMlp);
   REQUIRE(r.module);
   Function& f = *r.module->functions[0];
   Op& loop = *f.ops[2];
@@ -86,7 +67,7 @@ TEST_CASE("loop IR: the parsed structure") {
 }
 
 TEST_CASE("loop IR: clone is deep and prints the same") {
-  IRParseResult r = parseModule(kMlp);
+  IRParseResult r = parseModule(kLoopMlp);
   REQUIRE(r.module);
   Function& f = *r.module->functions[0];
   auto c = f.clone();
@@ -224,7 +205,7 @@ TEST_CASE("loop IR: the loop type rule") {
 
 TEST_CASE("loop IR: verifier errors on IR built by a pass") {
   auto load = [] {
-    IRParseResult r = parseModule(kMlp);
+    IRParseResult r = parseModule(kLoopMlp);
     REQUIRE(r.module);
     return std::move(r.module);
   };
@@ -303,44 +284,8 @@ TEST_CASE("loop IR: nesting is bounded") {
 }
 
 TEST_CASE("loop IR: truncations and mutations never crash") {
-  const std::string base = kMlp;
-  int parsed = 0;
-  for (size_t n = 0; n < base.size(); ++n) {
-    IRParseResult r = parseModule(base.substr(0, n));
-    CHECK((r.module != nullptr) != !r.error.empty());
-    if (r.module) ++parsed;
-  }
-  uint64_t s = 0x2545F4914F6CDD1DULL;  // xorshift
-  auto rnd = [&]() {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    return s;
-  };
-  const char alphabet[] = "%@=,:()[]{}-0123456789\n _abdilopy";
-  int mutatedParsed = 0;
-  for (int iter = 0; iter < 3000; ++iter) {
-    std::string t = base;
-    int edits = 1 + (int)(rnd() % 3);
-    for (int e = 0; e < edits; ++e) {
-      size_t pos = rnd() % t.size();
-      switch (rnd() % 3) {
-        case 0: t[pos] = alphabet[rnd() % (sizeof alphabet - 1)]; break;
-        case 1: t.erase(pos, 1 + rnd() % 6); break;
-        case 2: t.insert(pos, 1, alphabet[rnd() % (sizeof alphabet - 1)]); break;
-      }
-      if (t.empty()) t = "x";
-    }
-    IRParseResult r = parseModule(t);
-    REQUIRE((r.module != nullptr) != !r.error.empty());
-    if (r.module) {
-      ++mutatedParsed;
-      // Whatever parses is well formed and prints to a fixed point.
-      CHECK(verify(*r.module) == "");
-      std::string p1 = printModule(*r.module);
-      CHECK(roundTrip(p1) == p1);
-    }
-  }
-  CHECK(parsed > 0);  // prefixes ending after a whole declaration parse
-  CHECK(mutatedParsed > 0);  // some mutations (a changed value id, ...) still parse
+  irtext::ParsedCounts parsed = irtext::checkTruncationsAndMutations(
+      kLoopMlp, {0x2545F4914F6CDD1DULL, 3000, 3, 6, "%@=,:()[]{}-0123456789\n _abdilopy"});
+  CHECK(parsed.prefixes > 0);   // prefixes ending after a whole declaration parse
+  CHECK(parsed.mutations > 0);  // some mutations (a changed value id, ...) still parse
 }

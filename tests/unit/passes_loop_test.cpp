@@ -12,6 +12,7 @@
 #include "passes/CostModel.h"
 #include "passes/ShapeInference.h"
 #include "passes/Simplify.h"
+#include "ir_texts.h"
 
 using namespace gsl;
 
@@ -78,32 +79,11 @@ TEST_CASE("simplify: loops are never merged, kept while a result is used, their 
   CHECK(ir::printModule(*m) == after);
 }
 
-// The 4-layer MLP of tests/unit/ir_loop_test.cpp. Per iteration:
-// dynamic_index 0, matmul [2,3]x[3,3] 2*6*3 = 36, add 6, tanh 6, mul 6,
-// sum 6 (one per input element), scalar add 1: 61 flops, 244 for 4.
-const char* kMlp =
-    "np = 1\n"
-    "param @w : f32[4, 3, 3] = normal(0.5)\n"
-    "\n"
-    "func @f(%0: f32[2, 3], %1: f32[3]) -> (f32[2, 3], f32, f32[4, 2, 3]) {\n"
-    "  %2 = param {name = \"w\"} : f32[4, 3, 3]\n"
-    "  %3 = constant {value = 0.0} : f32\n"
-    "  %4, %5, %6 = loop %0, %3, %2, %1 {carried = 2, trip = 4} : f32[2, 3], f32, f32[4, 2, 3] {\n"
-    "    body(%7: i32, %8: f32[2, 3], %9: f32, %10: f32[4, 3, 3], %11: f32[3]):\n"
-    "    %12 = dynamic_index %10, %7 : f32[3, 3]\n"
-    "    %13 = matmul %8, %12 : f32[2, 3]\n"
-    "    %14 = add %13, %11 : f32[2, 3]\n"
-    "    %15 = tanh %14 : f32[2, 3]\n"
-    "    %16 = mul %15, %15 : f32[2, 3]\n"
-    "    %17 = sum %16 {axis = [0, 1], keepdims = false} : f32\n"
-    "    %18 = add %9, %17 : f32\n"
-    "    yield %15, %18, %15\n"
-    "  }\n"
-    "  return %4, %5, %6\n"
-    "}\n";
+// The 4-layer MLP of tests/unit/ir_texts.h (61 flops per iteration).
+using irtext::kLoopMlp;
 
 TEST_CASE("cost model: a loop costs its body once per iteration") {
-  auto m = parse(kMlp);
+  auto m = parse(kLoopMlp);
   passes::Cost c = passes::estimateCost(*m, *m->functions[0]);
   CHECK(c.flops == 244);
   CHECK(c.paramBytes == 4 * 3 * 3 * 4);
@@ -116,7 +96,7 @@ TEST_CASE("cost model: a loop costs its body once per iteration") {
 }
 
 TEST_CASE("shape inference: a loop's body first, then its results") {
-  auto m = parse(kMlp);
+  auto m = parse(kLoopMlp);
   ir::Function& f = *m->functions[0];
   ir::Op& loop = *f.ops[2];
   loop.body->ops[1]->result->type = ir::TensorType{ir::DType::F32, {9}};
@@ -124,5 +104,5 @@ TEST_CASE("shape inference: a loop's body first, then its results") {
   CHECK(ir::verify(*m) != "");
   CHECK(passes::inferShapes(*m) == "");
   CHECK(ir::verify(*m) == "");
-  CHECK(ir::printModule(*m) == kMlp);
+  CHECK(ir::printModule(*m) == kLoopMlp);
 }

@@ -21,6 +21,7 @@
 #include "passes/Pipeline.h"
 #include "runtime/Distribute.h"
 #include "runtime/ThreadComm.h"
+#include "ir_texts.h"
 
 using namespace gsl;
 using backend::Tensor;
@@ -49,12 +50,7 @@ std::string layer(const std::string& ind, const std::string& i, const std::strin
                   const std::string& w1, const std::string& w2, const std::string& b, int next) {
   auto v = [&](int k) { return "%" + std::to_string(next + k); };
   std::ostringstream s;
-  s << ind << v(0) << " = dynamic_index " << w1 << ", " << i << " : f32[" << D << ", " << F << "]\n"
-    << ind << v(1) << " = matmul " << h << ", " << v(0) << " : f32[" << B << ", " << F << "]\n"
-    << ind << v(2) << " = tanh " << v(1) << " : f32[" << B << ", " << F << "]\n"
-    << ind << v(3) << " = dynamic_index " << w2 << ", " << i << " : f32[" << F << ", " << D << "]\n"
-    << ind << v(4) << " = matmul " << v(2) << ", " << v(3) << " : f32[" << B << ", " << D << "]\n"
-    << ind << v(5) << " = add " << h << ", " << v(4) << " : f32[" << B << ", " << D << "]\n"
+  s << irtext::mlpLayer(ind, i, h, w1, w2, next, B, D, F)
     << ind << v(6) << " = add " << v(5) << ", " << b << " : f32[" << B << ", " << D << "]\n"
     << ind << v(7) << " = mul " << v(6) << ", " << v(6) << " : f32[" << B << ", " << D << "]\n"
     << ind << v(8) << " = sum " << v(7) << " {axis = [0, 1], keepdims = false} : f32\n"
