@@ -3,36 +3,13 @@
 #   compile_line_test.sh GSL [TMUX]
 # A cold cache shows `compiling NAME (rank program, N ops)... S s` and a
 # warm one `... loaded from cache, S s`; with stderr not a terminal there
-# is no compile line. Runs on its own tmux server (-L), ended on exit.
+# is no compile line.
 set -u
-gsl=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-tmux_bin=${2:-tmux}
-src=$(cd "$(dirname "$0")/../.." && pwd)
-tmp=$(mktemp -d)
-T=("$tmux_bin" -L "gsl-cache-test-$$")
-cleanup() {
-  "${T[@]}" kill-server 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-screen() { "${T[@]}" capture-pane -p -t run 2>/dev/null; }
-fail() {
-  echo "FAIL: $1"
-  echo "--- the terminal:"
-  screen
-  exit 1
-}
-wait_for() {
-  for _ in $(seq 1 300); do
-    screen | grep -qE -- "$1" && return 0
-    sleep 0.1
-  done
-  return 1
-}
+. "$(dirname "$0")/../tools/tmux_terminal.sh"
+tmux_terminal run "$@"
 cmd="'$gsl' run examples/mlp.gsl -np 4 --cache-dir '$tmp/c' >/dev/null"
-"${T[@]}" new-session -d -s run -x 120 -y 40 \
-  "cd '$src' && $cmd; echo '[cold done]'; $cmd; echo '[warm done]'; sleep 60" || fail "cannot start tmux"
-wait_for '\[warm done\]' || fail "the runs did not finish"
+start "cd '$src' && $cmd; echo '[cold done]'; $cmd; echo '[warm done]'; sleep 60"
+wait_for '[warm done]' 30 || fail "the runs did not finish"
 screen | grep -qE '^compiling [A-Za-z_0-9.]+ \(rank program, [0-9,]+ ops\)\.\.\. [0-9]+\.[0-9] s$' ||
   fail "no compile line with its seconds on the cold run"
 screen | grep -qE '^compiling [A-Za-z_0-9.]+ \(rank program, [0-9,]+ ops\)\.\.\. loaded from cache, [0-9]+\.[0-9] s$' ||

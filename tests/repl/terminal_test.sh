@@ -5,42 +5,16 @@
 # (soft -> softmax); Ctrl-C cancels the line being typed; multi-line input
 # continues with the `...> ` prompt; Up recalls the previous line;
 # ~/.gsl_history is written (HOME is a temporary folder); Ctrl-D leaves.
-# Runs on its own tmux server (-L), which it ends on exit.
 set -u
-gsl=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-tmux_bin=${2:-tmux}
-src=$(cd "$(dirname "$0")/../.." && pwd)
-home=$(mktemp -d)
-T=("$tmux_bin" -L "gsl-repl-test-$$")
-cleanup() {
-  "${T[@]}" kill-server 2>/dev/null
-  rm -rf "$home"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/../tools/tmux_terminal.sh"
+tmux_terminal repl "$@"
+home=$tmp
 
-screen() { "${T[@]}" capture-pane -p -t repl 2>/dev/null; }
-fail() {
-  echo "FAIL: $1"
-  echo "--- the terminal:"
-  screen
-  exit 1
-}
-# Waits (up to 10 s) until the screen shows the fixed string $1.
-wait_for() {
-  for _ in $(seq 1 100); do
-    screen | grep -qF -- "$1" && return 0
-    sleep 0.1
-  done
-  return 1
-}
 # The last non-empty line of the screen.
 last_line() { screen | sed '/^$/d' | tail -n 1; }
-keys() { "${T[@]}" send-keys -t repl "$@"; }
 
 # The pane keeps running a shell after gsl exits, so the screen can be read.
-"${T[@]}" new-session -d -s repl -x 120 -y 40 \
-  "cd '$src' && HOME='$home' '$gsl' repl examples/mlp.gsl -np 4; echo \"[gsl exited: \$?]\"; sleep 60" ||
-  fail "cannot start tmux"
+start "cd '$src' && HOME='$home' '$gsl' repl examples/mlp.gsl -np 4; echo \"[gsl exited: \$?]\"; sleep 60"
 wait_for "gsl>" || fail "no prompt"  # (capture-pane drops trailing spaces)
 
 keys ':sha' Tab
