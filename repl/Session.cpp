@@ -533,16 +533,24 @@ void Session::declaration(const std::string& text) {
   commit();
 }
 
-void Session::statement(const std::string& text) {
-  Entry e{++counter_, text};
-  auto b = compile(assemble(&e, Extra::Stmt));
+// Compiles the session with `e` added as `kind` and runs it, printing what
+// `e` printed; on an error prints it and returns null.
+std::unique_ptr<Build> Session::compileAndRun(const Entry& e, Extra kind) {
+  auto b = compile(assemble(&e, kind));
   if (!b->ok()) {
     b->printDiagnostics(out_);
-    return;
+    return nullptr;
   }
   std::string shown;
-  if (!run(*b, shown)) return;
+  if (!run(*b, shown)) return nullptr;
   out_ << shown;
+  return b;
+}
+
+void Session::statement(const std::string& text) {
+  Entry e{++counter_, text};
+  auto b = compileAndRun(e, Extra::Stmt);
+  if (!b) return;
   const auto& body = b->prog->host.body;
   if (!body.empty() && body.back().kind == HostStmt::Let) {
     auto vars = simulateHost(*b);
@@ -554,14 +562,8 @@ void Session::statement(const std::string& text) {
 
 void Session::expression(const std::string& text) {
   Entry e{++counter_, text};
-  auto b = compile(assemble(&e, Extra::Expr));
-  if (!b->ok()) {
-    b->printDiagnostics(out_);
-    return;
-  }
-  std::string shown;
-  if (!run(*b, shown)) return;
-  out_ << shown;
+  auto b = compileAndRun(e, Extra::Expr);
+  if (!b) return;
   auto vars = simulateHost(*b);
   const HostVar& v = vars[kValueName];
   out_ << typeLine(v.type, v.sharding) << "\n";

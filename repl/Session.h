@@ -129,6 +129,9 @@ class Session {
   // Inputs.
   void declaration(const std::string& text);
   void statement(const std::string& text);
+  // Compiles and runs the session with `e` added as `kind` (Stmt or Expr),
+  // printing its output or its diagnostics; null on an error.
+  std::unique_ptr<Build> compileAndRun(const Entry& e, Extra kind);
   void expression(const std::string& text);
   void command(const std::string& text);
 
