@@ -7,7 +7,9 @@
 #   - gsl -np MPI_NP --mpi, cold cache (the ranks share it: one compiles,
 #     the others wait for its entries);
 #   - PyTorch's start of the same model (bench/first_step_torch.py, CPU
-#     eager, one thread), for examples/transformer.gsl only.
+#     eager, one thread), for examples/transformer.gsl only;
+#   - for examples/transformer.gsl, gsl -np NP cold at -D L=1 and -D L=8
+#     (depth; the ratio 8 layers / 1 layer).
 # NP_ARGS / MPI_ARGS: further gsl arguments for the NP / MPI_NP runs
 # (default for transformer.gsl at -np 1: -D DP=1, as its mesh needs).
 # Each run is started in a scratch directory, and its time is the wall
@@ -69,12 +71,18 @@ cold=()
 warm=()
 mpi=()
 torch=()
+l1=()
+l8=()
 gsl_step "$tmp/warm-cache" "$np" "$np_args" >/dev/null  # fills the warm cache
 for i in $(seq 1 "$runs"); do
   cold+=("$(gsl_step "$tmp/cold-$i" "$np" "$np_args")")
   warm+=("$(gsl_step "$tmp/warm-cache" "$np" "$np_args")")
   mpi+=("$(gsl_step "$tmp/mpi-$i" "$mpinp" "--mpi $mpi_args")")
   [ -n "$torchpy" ] && torch+=("$(first_step "$torchpy" "$src/bench/first_step_torch.py" "$tmp/log.jsonl")")
+  if [ "$(basename "$prog")" = transformer.gsl ]; then
+    l1+=("$(gsl_step "$tmp/l1-$i" "$np" "$np_args -D L=1")")
+    l8+=("$(gsl_step "$tmp/l8-$i" "$np" "$np_args -D L=8")")
+  fi
 done
 c=$(printf '%s\n' "${cold[@]}" | median)
 w=$(printf '%s\n' "${warm[@]}" | median)
@@ -92,4 +100,11 @@ if [ -n "$torchpy" ]; then
   printf 'warm / PyTorch: %.3f\n' "$(echo "$w / $t" | bc -l)"
 else
   echo "PyTorch: not measured (no python3 with torch, or not examples/transformer.gsl)"
+fi
+if [ ${#l1[@]} -gt 0 ]; then
+  a=$(printf '%s\n' "${l1[@]}" | median)
+  b=$(printf '%s\n' "${l8[@]}" | median)
+  printf 'cold -np %s -D L=1: %s s (median of %s)\n' "$np" "$a" "${l1[*]}"
+  printf 'cold -np %s -D L=8: %s s (median of %s)\n' "$np" "$b" "${l8[*]}"
+  printf 'cold L=8 / L=1: %.3f\n' "$(echo "$b / $a" | bc -l)"
 fi
