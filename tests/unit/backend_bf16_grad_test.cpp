@@ -36,31 +36,14 @@
 #include <string>
 #include <vector>
 
-#include "backend/Interpreter.h"
-#include "ir/Function.h"
 #include "ir/Module.h"
-#include "ir/OpTable.h"
 #include "ir/Verifier.h"
+#include "jit_test_util.h"  // the shared builder (only its interpreter side is used here)
 #include "passes/Autodiff.h"
 
-using namespace gsl;
-using namespace gsl::backend;
-using ir::AttrMap;
-using ir::DType;
-using ir::OpKind;
-using ir::Shape;
-using ir::TensorType;
-using ir::Value;
+using namespace jittest;
 
 namespace {
-
-using Ints = std::vector<int64_t>;
-
-AttrMap attrs(std::initializer_list<std::pair<const char*, ir::Attr>> kv) {
-  AttrMap m;
-  for (auto& [k, v] : kv) m.set(k, v);
-  return m;
-}
 
 Tensor rnd(const Shape& s, double lo, double hi, uint64_t seed) {
   uint64_t st = seed * 2654435761u + 12345;
@@ -81,17 +64,9 @@ Tensor distinct(const Shape& s) {
   return t;
 }
 
-struct B {
+// The shared builder, with the module autodiff appends to.
+struct B : Builder {
   ir::Module m;
-  ir::Function f;
-  Value* op(OpKind k, std::vector<Value*> operands, AttrMap at = {}) {
-    std::vector<TensorType> in;
-    for (Value* v : operands) in.push_back(v->type);
-    TensorType out;
-    std::string err = ir::inferType(k, in, at, out);
-    REQUIRE_MESSAGE(err.empty(), err);
-    return f.append(k, std::move(operands), std::move(at), out)->result;
-  }
   Value* cast(Value* v, DType dt) { return op(OpKind::Cast, {v}, attrs({{"dtype", dt}})); }
 };
 
@@ -102,18 +77,15 @@ using Build = std::function<Value*(B&, const std::vector<Value*>&)>;
 std::vector<Tensor> grads(const std::vector<Tensor>& ins, const Build& build, DType dt) {
   B b;
   std::vector<Value*> vals;
-  std::vector<Tensor> args;
   for (const Tensor& t : ins) {
-    Value* a = b.f.addArg(t.type());
-    args.push_back(t);
+    Value* a = b.arg(t);
     vals.push_back(t.dtype() == DType::F32 && dt != DType::F32 ? b.cast(a, dt) : a);
   }
   Value* out = build(b, vals);
   REQUIRE(out->type.dtype == dt);
   if (dt != DType::F32) out = b.cast(out, DType::F32);
   Tensor w = rnd(out->type.shape, -1.0, 1.0, 99);
-  Value* wv = b.f.addArg(w.type());
-  args.push_back(w);
+  Value* wv = b.arg(w);
   Value* loss = b.op(OpKind::Sum, {b.op(OpKind::Mul, {out, wv})});
   b.f.results = {loss};
   passes::Gradients g = passes::appendGradient(b.m, b.f, loss, {}, true);
@@ -127,7 +99,7 @@ std::vector<Tensor> grads(const std::vector<Tensor>& ins, const Build& build, DT
   b.f.results = results;
   std::string err = ir::verifyFunction(b.m, b.f);
   REQUIRE_MESSAGE(err.empty(), err);
-  return interpret(b.f, args, {});
+  return interpret(b.f, b.args, {});
 }
 
 void check(const std::string& what, const std::vector<Tensor>& ins, const Build& build) {
