@@ -112,14 +112,18 @@ void markLive(const ir::Function& f, BufferPlan& p) {
   }
 }
 
-// Whether generated code handles this op's dtypes. An op with bf16
-// operands or results (other than a collective, which moves raw elements)
-// is evaluated by the reference kernel, which computes in f32 and rounds
-// once.
-bool generatedForDType(const ir::Op& op) {
+// Whether generated code handles this op's dtypes. A bf16 contraction that
+// plans as a GEMM is generated (the f32 kernel on widened copies,
+// Contraction.h), unless a bf16 matmul runs vdpbf16ps (opts.bf16Dot,
+// OpLowering's emitFallback). Another op with bf16 operands or results
+// (other than a collective, which moves raw elements) is evaluated by the
+// reference kernel, which computes in f32 and rounds once.
+bool generatedForDType(const ir::Op& op, const JitOptions& opts) {
   if (op.info().cls == ir::OpClass::Collective || op.kind == OpKind::Loop) return true;
   bool bf16 = op.result && op.result->type.dtype == DType::BF16;
   for (IRValue v : op.operands) bf16 |= v->type.dtype == DType::BF16;
+  if (bf16 && (op.kind == OpKind::Einsum || (op.kind == OpKind::MatMul && opts.bf16Dot <= 0)))
+    return planGemm(op, opts).has_value();
   return !bf16;
 }
 
@@ -130,7 +134,7 @@ void markFallback(const ir::Function& f, const JitOptions& opts, BufferPlan& p) 
   p.fallback.assign(n, false);
   for (size_t i = 0; i < n; ++i)
     p.fallback[i] = (std::find(opts.fallbackOps.begin(), opts.fallbackOps.end(), f.ops[i]->kind) != opts.fallbackOps.end() ||
-                     !generatedForDType(*f.ops[i])) &&
+                     !generatedForDType(*f.ops[i], opts)) &&
                     f.ops[i]->kind != OpKind::Loop;  // no reference kernel: its body's ops follow the list
 }
 

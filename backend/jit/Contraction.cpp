@@ -234,6 +234,26 @@ Gemm planMatMul(const Shape& a, const Shape& b, const Shape& out) {
   return g;
 }
 
+// A bf16 contraction runs GSL's f32 GEMM on widened copies: an operand
+// that is not relaid out anyway is copied as it lies (its strides stay
+// valid), and the result is computed in f32 temp space and rounded once
+// on the way out. The conversions are O(MK + KN + MN) against the
+// GEMM's O(MNK).
+void widenBF16Operands(Gemm& g, const ir::Op& op) {
+  g.bf16 = true;
+  auto asIs = [&](Gemm::Copy& cp, const ir::Value* v) {
+    if (cp.on) return;
+    cp.on = true;
+    cp.shape = {v->type.numElements()};
+    cp.src = cp.dst = {1};
+    cp.temp = g.tempBytes;
+    g.tempBytes += (size_t)v->type.numElements() * 4;
+  };
+  asIs(g.copyA, op.operands[0]);
+  asIs(g.copyB, op.operands[1]);
+  asIs(g.copyC, op.result);
+}
+
 }  // namespace
 
 std::optional<Gemm> planGemm(const ir::Op& op, const JitOptions& opts) {
@@ -247,6 +267,7 @@ std::optional<Gemm> planGemm(const ir::Op& op, const JitOptions& opts) {
     GSL_ASSERT(err.empty(), "jit: einsum: " + err);
     g = planEinsumGemm(es, op.operands[0]->type.shape, op.operands[1]->type.shape, v->type.shape);
   }
+  if (g && v->type.dtype == ir::DType::BF16) widenBF16Operands(*g, op);
   if (g) chooseGemmCode(*g, opts);
   return g;
 }

@@ -32,6 +32,10 @@ struct Gemm {
     size_t temp = 0;
   };
   Copy copyA, copyB, copyC;  // copyC: temp -> result
+  // bf16 operands and result (planGemm): every copy is on and converts,
+  // A and B widened to f32 once, the f32 GEMM into temp space, C rounded
+  // to bf16 once (the reference kernel's semantics: f32 accumulation).
+  bool bf16 = false;
   size_t tempBytes = 0;
   // The code (chooseGemmCode): the generated kernel (on A and B exchanged
   // and the strides transposed when `swap`: C^T = B^T A^T), Eigen, or

@@ -17,6 +17,7 @@ Emitter::Emitter(const ir::Function& f, const BufferPlan& plan, const JitOptions
   f32_ = b_.getFloatTy();
   f64_ = b_.getDoubleTy();
   i32_ = b_.getInt32Ty();
+  i16_ = b_.getInt16Ty();
   i64_ = b_.getInt64Ty();
   ptr_ = b_.getPtrTy();
 }
@@ -91,8 +92,11 @@ llvm::Value* Emitter::gep(llvm::Type* t, llvm::Value* base, llvm::Value* off) {
 }
 
 // Loads of the op's own buffers (its result, temp space).
+// Elements are 4-byte aligned, bf16 ones (i16) 2-byte.
+static llvm::Align elemAlign(llvm::Type* t) { return llvm::Align(t->getScalarSizeInBits() == 16 ? 2 : 4); }
+
 llvm::Value* Emitter::load(llvm::Type* t, llvm::Value* base, llvm::Value* off) {
-  return b_.CreateAlignedLoad(t, gep(t, base, off), llvm::Align(4));
+  return b_.CreateAlignedLoad(t, gep(t, base, off), elemAlign(t));
 }
 
 // Loads of an operand: the buffer planner never places a value being
@@ -100,13 +104,13 @@ llvm::Value* Emitter::load(llvm::Type* t, llvm::Value* base, llvm::Value* off) {
 // the stores of the current scope (alias-scope metadata; this is what
 // lets LLVM vectorise and keep accumulators in registers).
 llvm::Value* Emitter::loadIn(llvm::Type* t, llvm::Value* base, llvm::Value* off) {
-  auto* l = b_.CreateAlignedLoad(t, gep(t, base, off), llvm::Align(4));
+  auto* l = b_.CreateAlignedLoad(t, gep(t, base, off), elemAlign(t));
   l->setMetadata(llvm::LLVMContext::MD_noalias, scope_);
   return l;
 }
 
 void Emitter::store(llvm::Value* v, llvm::Value* base, llvm::Value* off) {
-  auto* s = b_.CreateAlignedStore(v, gep(v->getType(), base, off), llvm::Align(4));
+  auto* s = b_.CreateAlignedStore(v, gep(v->getType(), base, off), elemAlign(v->getType()));
   s->setMetadata(llvm::LLVMContext::MD_alias_scope, scope_);
 }
 
@@ -249,5 +253,41 @@ void Emitter::tileTranspose(Shape& shape, Strides& dst, Strides& src) {
 
 void Emitter::fill(llvm::Value* dst, int64_t n, llvm::Value* v) {
   loop(n, [&](llvm::Value* i) { store(v, dst, i); });
+}
+
+// bf16 bits -> f32: u = h << 16 (support/BF16.h's bf16ToF32).
+// `elem`, or a vector of it as long as `like` if that is a vector.
+static llvm::Type* likeShape(llvm::Type* like, llvm::Type* elem) {
+  if (auto* v = llvm::dyn_cast<llvm::VectorType>(like)) return llvm::VectorType::get(elem, v);
+  return elem;
+}
+
+llvm::Value* Emitter::widenBF16(llvm::Value* h) {
+  llvm::Type *wide = likeShape(h->getType(), i32_), *fl = likeShape(h->getType(), f32_);
+  return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(h, wide), llvm::ConstantInt::get(wide, 16)), fl);
+}
+
+// f32 -> bf16 bits, support/BF16.h's f32ToBF16: a NaN keeps its upper
+// bits with the quiet bit (0x0040) set; otherwise u + 0x7fff + the kept
+// part's lowest bit, shifted down (ties to even; overflow carries into
+// the infinity).
+llvm::Value* Emitter::narrowBF16(llvm::Value* f) {
+  llvm::Type *wide = likeShape(f->getType(), i32_), *half = likeShape(f->getType(), i16_);
+  auto c = [&](uint32_t v) { return llvm::ConstantInt::get(wide, v); };
+  llvm::Value* u = b_.CreateBitCast(f, wide);
+  llvm::Value* hi = b_.CreateLShr(u, c(16));
+  llvm::Value* rounded = b_.CreateLShr(b_.CreateAdd(u, b_.CreateAdd(c(0x7fff), b_.CreateAnd(hi, c(1)))), c(16));
+  llvm::Value* nan = b_.CreateFCmpUNO(f, f);
+  return b_.CreateTrunc(b_.CreateSelect(nan, b_.CreateOr(hi, c(0x40)), rounded), half);
+}
+
+void Emitter::copyConvertBF16(bool widen, llvm::Value* dst, llvm::Value* src, Shape shape, Strides dstSt,
+                              Strides srcSt) {
+  collapse(shape, {&dstSt, &srcSt});
+  tileTranspose(shape, dstSt, srcSt);
+  map(shape, {dstSt, srcSt}, [&](const std::vector<llvm::Value*>&, const std::vector<llvm::Value*>& o) {
+    llvm::Value* x = loadIn(widen ? i16_ : f32_, src, o[1]);
+    store(widen ? widenBF16(x) : narrowBF16(x), dst, o[0]);
+  });
 }
 }  // namespace gsl::backend::jit

@@ -120,6 +120,16 @@ class Emitter {
 
   void fill(llvm::Value* dst, int64_t n, llvm::Value* v);
 
+  // ---------------------------------------------------------------- bf16
+  // The bit arithmetic of support/BF16.h, on scalars or vectors: bf16 (i16)
+  // to f32 (exact: the bits shifted up by 16), and f32 to bf16 rounded to
+  // nearest even (a NaN stays a NaN with its quiet bit set).
+  llvm::Value* widenBF16(llvm::Value* h);
+  llvm::Value* narrowBF16(llvm::Value* f);
+  // dst[dstSt . i] = src[srcSt . i] over `shape`, converting between f32
+  // and bf16 elements (`widen`: bf16 to f32, else f32 to bf16).
+  void copyConvertBF16(bool widen, llvm::Value* dst, llvm::Value* src, Shape shape, Strides dstSt, Strides srcSt);
+
   const ir::Function& f_;
   llvm::Module& m_;
   llvm::LLVMContext& c_;
@@ -130,6 +140,7 @@ class Emitter {
   llvm::Value *inputs_ = nullptr, *outputs_ = nullptr, *workspace_ = nullptr, *ctx_ = nullptr;
   llvm::BasicBlock *entry_ = nullptr, *error_ = nullptr;
   llvm::Type *f32_, *f64_, *i32_, *i64_, *ptr_;
+  llvm::Type* i16_;
   int64_t opIndex_ = 0;                              // the op being lowered (its temp space: tempPtr)
   llvm::Value* temp_ = nullptr;                      // in a kernel function: its temp space argument
   llvm::Value* opIndexArg_ = nullptr;                // in a kernel function: its op index argument

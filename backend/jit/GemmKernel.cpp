@@ -11,17 +11,19 @@ namespace gsl::backend::jit {
 
 void GemmEmitter::emitGemm(const ir::Op& op, const Gemm& g) {
   llvm::Value *a = ptr(op.operands[0]), *b = ptr(op.operands[1]), *c = ptr(op.result);
-  if (g.K == 0) return fill(c, op.result->type.numElements(), f32c(0.0f));  // an empty sum
-  if (g.copyA.on) {
-    llvm::Value* t = tempPtr(g.copyA.temp);
-    copyWords(t, a, g.copyA.shape, g.copyA.dst, g.copyA.src);
-    a = t;
+  if (g.K == 0) {  // an empty sum
+    if (g.bf16) return fill(c, op.result->type.numElements(), b_.getInt16(0));
+    return fill(c, op.result->type.numElements(), f32c(0.0f));
   }
-  if (g.copyB.on) {
-    llvm::Value* t = tempPtr(g.copyB.temp);
-    copyWords(t, b, g.copyB.shape, g.copyB.dst, g.copyB.src);
-    b = t;
-  }
+  // The copies into temp space (bf16: widening to f32, Contraction.h).
+  auto copyIn = [&](const Gemm::Copy& cp, llvm::Value*& x) {
+    llvm::Value* t = tempPtr(cp.temp);
+    if (g.bf16) copyConvertBF16(true, t, x, cp.shape, cp.dst, cp.src);
+    else copyWords(t, x, cp.shape, cp.dst, cp.src);
+    x = t;
+  };
+  if (g.copyA.on) copyIn(g.copyA, a);
+  if (g.copyB.on) copyIn(g.copyB, b);
   if (g.copyA.on || g.copyB.on) newScope();  // the GEMM reads the copies
   llvm::Value* out = g.copyC.on ? tempPtr(g.copyC.temp) : c;
   map(g.batch, {g.bA, g.bB, g.bC}, [&](const std::vector<llvm::Value*>&, const std::vector<llvm::Value*>& o) {
@@ -37,7 +39,8 @@ void GemmEmitter::emitGemm(const ir::Op& op, const Gemm& g) {
   });
   if (g.copyC.on) {
     newScope();
-    copyWords(c, out, g.copyC.shape, g.copyC.dst, g.copyC.src);
+    if (g.bf16) copyConvertBF16(false, c, out, g.copyC.shape, g.copyC.dst, g.copyC.src);
+    else copyWords(c, out, g.copyC.shape, g.copyC.dst, g.copyC.src);
   }
 }
 

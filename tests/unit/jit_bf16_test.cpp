@@ -1,14 +1,18 @@
 // bf16 in the JIT: the numbers of the two engines agree. Elementwise ops,
 // reductions and the other ops on bf16 run the reference kernel from JIT
-// code (BufferPlan's generatedForDType), so they agree bit for bit; a bf16
-// matmul runs vdpbf16ps (BF16Gemm.h) when the CPU has AVX512_BF16, whose
-// f32 sums come in another order than the reference's, so its results may
-// differ by one bf16 rounding step (2^-8 relative) where an f32 sum lies
-// next to a rounding boundary; with integer-valued operands every sum is
-// exact and the bits agree. On a CPU without AVX512_BF16 the engine
-// narrows bf16Dot = 1 to 0 (as it narrows vectorWidth), so there both runs
-// of checkMatMul take the portable path and the vdpbf16ps kernel is not
-// executed (the development VM, an AMD EPYC with AVX2 only, is such a CPU).
+// code (BufferPlan's generatedForDType), so they agree bit for bit. A bf16
+// contraction (matmul, einsum of a GEMM's form) is generated: its operands
+// widened to f32, the generated f32 GEMM kernel, the result rounded once
+// (Contraction.h's Gemm::bf16), or, for a matmul on a CPU with
+// AVX512_BF16, vdpbf16ps (BF16Gemm.h). Both accumulate in f32 as the
+// reference kernel does, but sum in another order than its Eigen product,
+// so a result may differ by one bf16 rounding step (2^-8 relative) where
+// an f32 sum lies next to a rounding boundary; with integer-valued
+// operands every sum is exact and the bits agree. On a CPU without
+// AVX512_BF16 the engine narrows bf16Dot = 1 to 0 (as it narrows
+// vectorWidth), so there both runs of checkMatMul take the portable path
+// and the vdpbf16ps kernel is not executed (the development VM, an AMD
+// EPYC with AVX2 only, is such a CPU).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -16,6 +20,7 @@
 #include <string>
 
 #include "backend/jit/BF16Gemm.h"
+#include "backend/jit/BufferPlan.h"
 #include "jit_test_util.h"
 #include "support/BF16.h"
 
@@ -46,13 +51,14 @@ void compareBF16(const Tensor& jit, const Tensor& ref, bool ulps) {
   CHECK_MESSAGE(bad == 0, bad << " of " << ref.size() << " elements differ");
 }
 
-// a @ b on both engines, with vdpbf16ps (when the CPU has it) and without.
-void checkMatMul(const Shape& sa, const Shape& sb, bool integers) {
-  INFO("matmul " << ir::shapeStr(sa) << " @ " << ir::shapeStr(sb) << (integers ? " (integers)" : ""));
+// A contraction of bf16 operands on both engines, with vdpbf16ps (when the
+// CPU has it) and without.
+void checkContractionBF16(OpKind k, const Shape& sa, const Shape& sb, bool integers, AttrMap at = {}) {
+  INFO(ir::opName(k) << " " << ir::shapeStr(sa) << ", " << ir::shapeStr(sb) << (integers ? " (integers)" : ""));
   Tensor a = toBF16(integers ? randIntF32(sa, -4, 4, 11) : randF32(sa, -2, 2, 12));
   Tensor b = toBF16(integers ? randIntF32(sb, -4, 4, 13) : randF32(sb, -2, 2, 14));
   Builder bl;
-  Value* r = bl.op(OpKind::MatMul, {bl.arg(a), bl.arg(b)});
+  Value* r = bl.op(k, {bl.arg(a), bl.arg(b)}, std::move(at));
   bl.f.results = {r};
   Tensor ref = interpret(bl.f, bl.args, {}).at(0);
   for (int dot : {0, 1}) {
@@ -60,8 +66,11 @@ void checkMatMul(const Shape& sa, const Shape& sb, bool integers) {
     o.bf16Dot = dot;
     INFO("bf16Dot " << dot);
     Tensor got = makeJitEngine({}, o)->call(bl.f, bl.args).at(0);
-    compareBF16(got, ref, /*ulps=*/!integers && dot == 1);
+    compareBF16(got, ref, /*ulps=*/!integers);
   }
+}
+void checkMatMul(const Shape& sa, const Shape& sb, bool integers) {
+  checkContractionBF16(OpKind::MatMul, sa, sb, integers);
 }
 
 }  // namespace
@@ -102,6 +111,40 @@ TEST_CASE("jit bf16: matmul shapes (edges of the 8 x 32 tile, odd K, batches, ra
     checkMatMul({17}, {17, 5}, ints);           // rank-1 operands
     checkMatMul({4, 17}, {17}, ints);
   }
+}
+
+TEST_CASE("jit bf16: einsums as GEMMs (operands relaid out, batches) and an empty sum") {
+  auto spec = [](const char* s) { return attrs({{"spec", std::string(s)}}); };
+  for (bool ints : {true, false}) {
+    checkContractionBF16(OpKind::Einsum, {4, 5, 6}, {6, 5, 3}, ints, spec("bsd,dsh->bh"));
+    checkContractionBF16(OpKind::Einsum, {3, 7, 9}, {3, 9, 40}, ints, spec("bij,bjk->bik"));
+    checkContractionBF16(OpKind::Einsum, {9, 7}, {40, 9}, ints, spec("ki,jk->ji"));  // every copy a relayout
+    checkContractionBF16(OpKind::Einsum, {2, 64, 48}, {48, 70}, ints, spec("bmk,kn->bmn"));
+  }
+  checkMatMul({3, 0}, {0, 5}, true);  // K = 0: zeros
+}
+
+TEST_CASE("jit bf16: contractions are generated code on the portable path, other bf16 ops the reference kernel") {
+  Builder b;
+  Value* x = b.arg(toBF16(randF32({8, 16}, -1, 1, 1)));
+  Value* w = b.arg(toBF16(randF32({16, 4}, -1, 1, 2)));
+  Value* mm = b.op(OpKind::MatMul, {x, w});
+  Value* es = b.op(OpKind::Einsum, {x, w}, attrs({{"spec", std::string("ik,kj->ij")}}));
+  Value* e = b.op(OpKind::Exp, {b.op(OpKind::Add, {mm, es})});
+  b.f.results = {e};
+  JitOptions o = testOptions();
+  o.bf16Dot = 0;
+  o.vectorWidth = 8;
+  const backend::jit::BufferPlan p = backend::jit::planBuffers(b.f, o);
+  REQUIRE(p.fallback.size() == 4);
+  CHECK_FALSE(p.fallback[0]);  // matmul: widened, the f32 kernel, rounded
+  REQUIRE(p.gemm[0]);
+  CHECK(p.gemm[0]->bf16);
+  CHECK_FALSE(p.fallback[1]);  // einsum of a GEMM's form: the same
+  REQUIRE(p.gemm[1]);
+  CHECK(p.gemm[1]->bf16);
+  CHECK(p.fallback[2]);  // add on bf16: the reference kernel
+  CHECK(p.fallback[3]);
 }
 
 TEST_CASE("jit bf16: integer-valued 256 x 256 sums are exact on vdpbf16ps") {
