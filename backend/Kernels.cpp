@@ -853,4 +853,6 @@ static Tensor evalAs(const ir::Op& op, const std::vector<Tensor>& in, const Kern
   return {};
 }
 
+float geluF32(float x) { return gelu(x); }
+
 }  // namespace gsl::backend

@@ -45,6 +45,10 @@ Tensor evalCollective(const ir::Op& op, const Tensor& in, const KernelContext& c
 // room for the result's (no copies of either; the JIT calls this).
 void collectiveInto(const ir::Op& op, const void* in, void* out, const KernelContext& ctx);
 
+// The reference kernel's tanh-approximation GELU of one f32 (the JIT calls
+// it for bf16 gelu, whose values must be the interpreter's bit for bit).
+float geluF32(float x);
+
 // Evaluates `op` on `in` (its operands' values, in order).
 Tensor evalOp(const ir::Op& op, const std::vector<Tensor>& in, const KernelContext& ctx);
 

@@ -112,19 +112,35 @@ void markLive(const ir::Function& f, BufferPlan& p) {
   }
 }
 
+// The ops on bf16 that generated code computes as the reference kernel
+// does, bit for bit (in f32 on widened values, each bf16 result rounded
+// once; OpLowering's evalBF16 and emitReduce): the common elementwise ops
+// and the plain reductions.
+bool generatedBF16(OpKind k) {
+  switch (k) {
+    case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Maximum:
+    case OpKind::Minimum: case OpKind::Neg: case OpKind::Abs: case OpKind::Relu: case OpKind::Copy:
+    case OpKind::Exp: case OpKind::Tanh: case OpKind::Gelu: case OpKind::Cast: case OpKind::Where:
+    case OpKind::Broadcast: case OpKind::Sum: case OpKind::Mean: case OpKind::Max: case OpKind::Min:
+      return true;
+    default: return false;
+  }
+}
+
 // Whether generated code handles this op's dtypes. A bf16 contraction that
 // plans as a GEMM is generated (the f32 kernel on widened copies,
 // Contraction.h), unless a bf16 matmul runs vdpbf16ps (opts.bf16Dot,
-// OpLowering's emitFallback). Another op with bf16 operands or results
-// (other than a collective, which moves raw elements) is evaluated by the
-// reference kernel, which computes in f32 and rounds once.
+// OpLowering's emitFallback); so are the ops generatedBF16 lists. Another
+// op with bf16 operands or results (other than a collective, which moves
+// raw elements) is evaluated by the reference kernel, which computes in
+// f32 and rounds once.
 bool generatedForDType(const ir::Op& op, const JitOptions& opts) {
   if (op.info().cls == ir::OpClass::Collective || op.kind == OpKind::Loop) return true;
   bool bf16 = op.result && op.result->type.dtype == DType::BF16;
   for (IRValue v : op.operands) bf16 |= v->type.dtype == DType::BF16;
   if (bf16 && (op.kind == OpKind::Einsum || (op.kind == OpKind::MatMul && opts.bf16Dot <= 0)))
     return planGemm(op, opts).has_value();
-  return !bf16;
+  return !bf16 || generatedBF16(op.kind);
 }
 
 // Ops sent to the reference kernel: JitOptions::fallbackOps, and ops on
@@ -291,8 +307,10 @@ size_t tempBytes(const ir::Op& op, const BufferPlan& p, size_t i) {
   const ir::TensorType& in = op.operands.empty() ? op.result->type : op.operands[0]->type;
   if (p.fallback[i]) return 0;
   switch (op.kind) {
-    case OpKind::Sum: case OpKind::Mean:
-      return in.dtype == DType::F32 ? (size_t)op.result->type.numElements() * 8 : 0;
+    case OpKind::Sum: case OpKind::Mean:  // a double accumulator per result element
+      return in.dtype == DType::F32 || in.dtype == DType::BF16 ? (size_t)op.result->type.numElements() * 8 : 0;
+    case OpKind::Max: case OpKind::Min:
+      return in.dtype == DType::BF16 ? (size_t)op.result->type.numElements() * 8 : 0;
     case OpKind::LayerNorm: {
       Shape kept = in.shape;
       for (int64_t a : op.attrs.getInts("axis")) kept[a] = 1;

@@ -47,7 +47,7 @@ class Emitter {
 
   // -------------------------------------------------------------- basics
 
-  llvm::Type* elemType(DType d) { return d == DType::F32 ? f32_ : i32_; }
+  llvm::Type* elemType(DType d) { return d == DType::F32 ? f32_ : d == DType::BF16 ? i16_ : i32_; }
   llvm::Value* i64c(int64_t v) { return b_.getInt64(v); }
   llvm::Value* f32c(float v) { return llvm::ConstantFP::get(f32_, v); }
   llvm::Value* f64c(double v) { return llvm::ConstantFP::get(f64_, v); }

@@ -51,6 +51,7 @@
 
 #include "backend/jit/GemmKernel.h"
 #include "backend/jit/LowerLoop.h"
+#include "support/BF16.h"
 #include "support/Diagnostics.h"
 
 namespace gsl::backend::jit {
@@ -262,17 +263,29 @@ class OpLowering : public GemmEmitter {
   llvm::Value* evalValue(IRValue v, const LeafOffsets& offs) {
     if (v->def && v->def->kind == OpKind::Constant) {
       if (v->type.dtype == DType::F32) return f32c((float)constantValue(*v->def));
+      if (v->type.dtype == DType::BF16) return f32c(roundBF16((float)constantValue(*v->def)));
       return b_.getInt32(constantWord(*v->def, v->type.dtype));
     }
     auto it = offs.find(v);
+    if (it != offs.end() && v->type.dtype == DType::BF16) return widenBF16(loadIn(i16_, ptr(v), it->second));
     if (it != offs.end()) return loadIn(elemType(v->type.dtype), ptr(v), it->second);
     GSL_ASSERT(v->def && isFused(v), "jit: tree operand is neither a leaf nor fused");
     return evalOp(*v->def, offs);
   }
 
+  // The value of a tree's op at the current index. bf16 values are carried
+  // as f32 (widened exactly); an op with a bf16 operand computes in f32 as
+  // the reference kernel does, and a bf16 result is rounded once (so a
+  // fused chain rounds after each op, as the interpreter does).
   llvm::Value* evalOp(const ir::Op& op, const LeafOffsets& offs) {
     std::vector<llvm::Value*> in;
     for (IRValue v : op.operands) in.push_back(evalValue(v, offs));
+    bool bf16 = op.result->type.dtype == DType::BF16;
+    for (IRValue v : op.operands) bf16 |= v->type.dtype == DType::BF16;
+    if (bf16) {
+      llvm::Value* r = evalBF16(op, in);
+      return op.result->type.dtype == DType::BF16 ? widenBF16(narrowBF16(r)) : r;
+    }
     const DType dt = op.operands[0]->type.dtype;
     switch (ir::opInfo(op.kind).cls) {
       case OpClass::Unary: return unary(op, dt, in[0]);
@@ -283,6 +296,40 @@ class OpLowering : public GemmEmitter {
     if (op.kind == OpKind::Broadcast) return in[0];  // the leaves' strides broadcast
     GSL_ASSERT(false, std::string("jit: not an elementwise op: ") + op.info().mnemonic);
     return nullptr;
+  }
+
+  // An elementwise op with a bf16 operand or result (BufferPlan's
+  // generatedBF16 lists which), its operands as f32 (bf16 widened, i32 and
+  // bool as words), in f32. exp and tanh call the C library's expf and
+  // tanhf and gelu the reference kernel's own function, so that the f32
+  // values, and so the rounded bf16 ones, are the interpreter's bit for
+  // bit (the f32 path's inline exp differs from expf by an ulp or so).
+  llvm::Value* evalBF16(const ir::Op& op, const std::vector<llvm::Value*>& in) {
+    auto call = [&](const char* fn) {
+      llvm::FunctionCallee c = helper(fn, f32_, {f32_});
+      if (auto* f = llvm::dyn_cast<llvm::Function>(c.getCallee())) {
+        f->setDoesNotAccessMemory();
+        f->setWillReturn();
+      }
+      return b_.CreateCall(c, {in[0]});
+    };
+    switch (op.kind) {
+      case OpKind::Exp: return call("expf");
+      case OpKind::Tanh: return call("tanhf");
+      case OpKind::Gelu: return call("gsl_rt_gelu");
+      case OpKind::Cast: {
+        const DType from = op.operands[0]->type.dtype, to = op.attrs.getDType("dtype");
+        if (from == DType::BF16 && to == DType::BF16) return in[0];
+        if (to == DType::BF16) return from == DType::F32 ? in[0] : b_.CreateSIToFP(in[0], f32_);  // i32, bool
+        // From bf16 (widened): as a cast from f32.
+        return unary(op, DType::F32, in[0]);
+      }
+      case OpKind::Where: return b_.CreateSelect(b_.CreateICmpNE(in[0], b_.getInt32(0)), in[1], in[2]);
+      case OpKind::Broadcast: return in[0];
+      default: break;
+    }
+    if (ir::opInfo(op.kind).cls == OpClass::Unary) return unary(op, DType::F32, in[0]);
+    return binary(op.kind, DType::F32, in[0], in[1]);
   }
 
   llvm::Value* boolWord(llvm::Value* cond) { return b_.CreateZExt(cond, i32_); }
@@ -555,7 +602,8 @@ class OpLowering : public GemmEmitter {
     map(space, st, [&](const std::vector<llvm::Value*>&, const std::vector<llvm::Value*>& offs) {
       LeafOffsets lo;
       for (size_t k = 0; k < leaves.size(); ++k) lo[leaves[k]] = offs[k];
-      store(evalOp(op, lo), out, offs.back());
+      llvm::Value* v = evalOp(op, lo);
+      store(r->type.dtype == DType::BF16 ? narrowBF16(v) : v, out, offs.back());
     });
   }
 
@@ -610,7 +658,11 @@ class OpLowering : public GemmEmitter {
 
   void emitReduce(const ir::Op& op) {
     IRValue in = op.operands[0], r = op.result;
-    const bool f = in->type.dtype == DType::F32;
+    // bf16 reduces its widened values in a double accumulator (sum, mean,
+    // max and min alike), rounded to f32 and then to bf16 at the end, as
+    // the reference kernel's f32 reduction of the widened operand.
+    const bool bf16 = in->type.dtype == DType::BF16;
+    const bool f = in->type.dtype == DType::F32 || bf16;
     const bool sum = op.kind == OpKind::Sum || op.kind == OpKind::Mean;
     Shape space = in->type.shape, kept = space;
     for (int64_t a : op.attrs.getInts("axis")) kept[a] = 1;
@@ -630,10 +682,10 @@ class OpLowering : public GemmEmitter {
     llvm::Value* acc = out;
     llvm::Type* accTy = elemType(r->type.dtype);
     llvm::Value* init = nullptr;
-    if (f && sum) {
+    if (f && (sum || bf16)) {
       acc = tempPtr(0);
       accTy = f64_;
-      init = f64c(0.0);
+      init = f64c(sum ? 0.0 : op.kind == OpKind::Max ? -INFINITY : INFINITY);
     } else if (f) {
       init = f32c(op.kind == OpKind::Max ? -INFINITY : INFINITY);
     } else {
@@ -648,18 +700,19 @@ class OpLowering : public GemmEmitter {
           LeafOffsets lo;
           for (size_t k = 0; k < leaves.size(); ++k) lo[leaves[k]] = offs[k];
           llvm::Value* x = evalValue(in, lo);
-          return f && sum ? b_.CreateFPExt(x, f64_) : x;
+          return f && (sum || bf16) ? b_.CreateFPExt(x, f64_) : x;
         },
         [&](llvm::Value* a, llvm::Value* x) -> llvm::Value* {
           if (sum) return f ? addReassoc(a, x) : b_.CreateAdd(a, x);
           return stickyMax(op.kind == OpKind::Max, a, x);
         });
-    if (f && sum) {
+    if (f && (sum || bf16)) {
       const double count = (double)in->type.numElements() / (double)groups;
       loop(groups, [&](llvm::Value* g) {
         llvm::Value* v = load(f64_, acc, g);
         if (op.kind == OpKind::Mean) v = b_.CreateFDiv(v, f64c(count));
-        store(b_.CreateFPTrunc(v, f32_), out, g);
+        v = b_.CreateFPTrunc(v, f32_);
+        store(bf16 ? narrowBF16(v) : v, out, g);
       });
     }
   }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/Engine.h"
+#include "backend/Kernels.h"
 #include "backend/Random.h"
 #include "support/Diagnostics.h"
 
@@ -73,6 +74,7 @@ std::vector<std::pair<std::string, void*>> runtimeSymbols() {
       {"gsl_rt_take_error", (void*)&gsl_rt_take_error},
       {"gsl_rt_sgemm", (void*)&gsl_rt_sgemm},
       {"gsl_rt_pow_i32", (void*)&gsl_rt_pow_i32},
+      {"gsl_rt_gelu", (void*)&gsl_rt_gelu},
       {"gsl_rt_loop", (void*)&gsl_rt_loop},
       // The C library functions LLVM lowers intrinsics and idioms to
       // (llvm.exp.f32 -> expf, frem -> fmodf, loop idioms -> memcpy/memset).
@@ -83,6 +85,7 @@ std::vector<std::pair<std::string, void*>> runtimeSymbols() {
       {"exp2f", (void*)static_cast<float (*)(float)>(&::exp2f)},
       {"log2f", (void*)static_cast<float (*)(float)>(&::log2f)},
       {"erff", (void*)static_cast<float (*)(float)>(&::erff)},  // erf (no LLVM intrinsic)
+      {"tanhf", (void*)static_cast<float (*)(float)>(&::tanhf)},  // bf16 tanh, as the interpreter
       {"exp", (void*)static_cast<double (*)(double)>(&::exp)},
       {"log", (void*)static_cast<double (*)(double)>(&::log)},
       {"exp2", (void*)static_cast<double (*)(double)>(&::exp2)},
@@ -162,6 +165,8 @@ int32_t gsl_rt_take_error(void* ctx, int64_t op, int64_t index, int64_t rows) {
   }
   return 1;
 }
+
+float gsl_rt_gelu(float x) { return gsl::backend::geluF32(x); }
 
 void gsl_rt_sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
                   const float* B, int64_t rsB, int64_t csB, float* C, int64_t rsC, int64_t csC) {

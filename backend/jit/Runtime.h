@@ -61,4 +61,6 @@ void gsl_rt_sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, 
                   const float* B, int64_t rsB, int64_t csB, float* C, int64_t rsC, int64_t csC);
 // Wrapping integer power (the interpreter's powI32).
 int32_t gsl_rt_pow_i32(int32_t a, int32_t e);
+// The reference kernel's GELU of one f32 (backend::geluF32), for bf16 gelu.
+float gsl_rt_gelu(float x);
 }

@@ -1,6 +1,10 @@
-// bf16 in the JIT: the numbers of the two engines agree. Elementwise ops,
-// reductions and the other ops on bf16 run the reference kernel from JIT
-// code (BufferPlan's generatedForDType), so they agree bit for bit. A bf16
+// bf16 in the JIT: the numbers of the two engines agree. The common
+// elementwise ops and the plain reductions on bf16 are generated code that
+// computes as the reference kernel does (in f32 on widened values, f32
+// sums in double, each bf16 result rounded once; exp, tanh and gelu call
+// the same f32 functions), so they agree bit for bit; the other ops on
+// bf16 run the reference kernel from JIT code (BufferPlan's
+// generatedForDType), so they agree bit for bit too. A bf16
 // contraction (matmul, einsum of a GEMM's form) is generated: its operands
 // widened to f32, the generated f32 GEMM kernel, the result rounded once
 // (Contraction.h's Gemm::bf16), or, for a matmul on a CPU with
@@ -16,6 +20,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -124,27 +129,121 @@ TEST_CASE("jit bf16: einsums as GEMMs (operands relaid out, batches) and an empt
   checkMatMul({3, 0}, {0, 5}, true);  // K = 0: zeros
 }
 
-TEST_CASE("jit bf16: contractions are generated code on the portable path, other bf16 ops the reference kernel") {
+TEST_CASE("jit bf16: contractions, common elementwise ops and reductions are generated code") {
   Builder b;
   Value* x = b.arg(toBF16(randF32({8, 16}, -1, 1, 1)));
   Value* w = b.arg(toBF16(randF32({16, 4}, -1, 1, 2)));
   Value* mm = b.op(OpKind::MatMul, {x, w});
   Value* es = b.op(OpKind::Einsum, {x, w}, attrs({{"spec", std::string("ik,kj->ij")}}));
   Value* e = b.op(OpKind::Exp, {b.op(OpKind::Add, {mm, es})});
-  b.f.results = {e};
+  Value* s = b.op(OpKind::Sum, {e}, attrs({{"axis", Ints{1}}}));
+  Value* sm = b.op(OpKind::Softmax, {x}, attrs({{"axis", int64_t(-1)}}));
+  b.f.results = {s, sm};
   JitOptions o = testOptions();
   o.bf16Dot = 0;
   o.vectorWidth = 8;
+  o.fallbackOps.clear();
   const backend::jit::BufferPlan p = backend::jit::planBuffers(b.f, o);
-  REQUIRE(p.fallback.size() == 4);
+  REQUIRE(p.fallback.size() == 6);
   CHECK_FALSE(p.fallback[0]);  // matmul: widened, the f32 kernel, rounded
   REQUIRE(p.gemm[0]);
   CHECK(p.gemm[0]->bf16);
   CHECK_FALSE(p.fallback[1]);  // einsum of a GEMM's form: the same
   REQUIRE(p.gemm[1]);
   CHECK(p.gemm[1]->bf16);
-  CHECK(p.fallback[2]);  // add on bf16: the reference kernel
-  CHECK(p.fallback[3]);
+  CHECK_FALSE(p.fallback[2]);  // add, exp: generated, fused into the sum
+  CHECK_FALSE(p.fallback[3]);
+  CHECK(p.fused[2]);
+  CHECK(p.fused[3]);
+  CHECK_FALSE(p.fallback[4]);  // sum
+  CHECK(p.fallback[5]);        // softmax on bf16: the reference kernel
+}
+
+// Tensors whose bf16 values include what rounding and the edge cases
+// exercise: zeros, NaN, infinities, values next to bf16's largest (unless
+// `forSums`), tiny ones, and random values. Sums of bf16 values are exact
+// in the double accumulators of both engines, and so independent of their
+// order, unless their magnitudes span more than double's 53 bits (3.3e38
+// + 1 - 3.3e38): such sums depend on the order (as f32 sums do).
+Tensor edgyBF16(const Shape& s, uint32_t seed, bool forSums = false) {
+  Tensor f = randF32(s, -3, 3, seed);
+  const float big = forSums ? 3.3e4f : 3.3e38f;
+  const float special[] = {0.0f, -0.0f, NAN, INFINITY, -INFINITY, big, -big, 1e-39f, 88.5f, -90.0f, 1.0f};
+  for (int64_t i = 0; i < f.size(); i += 7) f.f32()[i] = special[(i / 7) % 11];
+  return toBF16(f);
+}
+
+// `results` of `b` on both engines, bit for bit (bf16 and f32 results;
+// i32 and bool results as words).
+void checkExact(Builder& b, std::vector<Value*> results) {
+  b.f.results = results;
+  std::vector<Tensor> ref = interpret(b.f, b.args, {});
+  std::vector<Tensor> got = makeJitEngine({}, testOptions())->call(b.f, b.args);
+  REQUIRE(got.size() == ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    INFO("result " << i << " (" << ir::opName(results[i]->def->kind) << ")");
+    REQUIRE(got[i].type() == ref[i].type());
+    if (ref[i].dtype() == DType::BF16) {
+      compareBF16(got[i], ref[i], false);
+      continue;
+    }
+    const bool fl = ref[i].dtype() == DType::F32;
+    const void* g = fl ? (const void*)got[i].f32() : (const void*)got[i].i32();
+    const void* w = fl ? (const void*)ref[i].f32() : (const void*)ref[i].i32();
+    int64_t bad = 0;
+    for (int64_t e = 0; e < ref[i].size(); ++e)
+      if (std::memcmp((const char*)g + 4 * e, (const char*)w + 4 * e, 4) != 0 && bad++ < 5) {
+        INFO("element " << e << ": jit " << got[i].at(e) << " vs interp " << ref[i].at(e));
+        CHECK(false);
+      }
+    CHECK_MESSAGE(bad == 0, bad << " elements differ");
+  }
+}
+
+TEST_CASE("jit bf16: generated elementwise ops are the interpreter's bits (each op, fused chains, edges)") {
+  Builder b;
+  const Shape s = {37, 61};  // odd sizes: vector loops with remainders
+  Value* x = b.arg(edgyBF16(s, 21));
+  Value* y = b.arg(edgyBF16(s, 22));
+  Value* row = b.arg(toBF16(randF32({61}, 0.25, 4, 23)));
+  Value* f = b.arg(randF32(s, -5, 5, 24));
+  Value* i = b.arg(randI32(s, -300, 300, 25));
+  Value* m = b.arg(randBool(s, 26));
+  std::vector<Value*> r;
+  for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Maximum, OpKind::Minimum})
+    r.push_back(b.op(k, {x, y}));
+  r.push_back(b.op(OpKind::Mul, {x, row}));  // broadcast
+  for (OpKind k : {OpKind::Neg, OpKind::Abs, OpKind::Relu, OpKind::Exp, OpKind::Tanh, OpKind::Gelu})
+    r.push_back(b.op(k, {x}));
+  r.push_back(b.op(OpKind::Where, {m, x, y}));
+  auto cast = [&](Value* v, DType dt) { return b.op(OpKind::Cast, {v}, attrs({{"dtype", dt}})); };
+  r.push_back(cast(f, DType::BF16));
+  r.push_back(cast(b.op(OpKind::Mul, {f, f}), DType::BF16));  // f32 results rounded, ties included
+  r.push_back(cast(x, DType::F32));
+  r.push_back(cast(i, DType::BF16));  // 257, 259, ...: rounded to even
+  r.push_back(cast(m, DType::BF16));
+  r.push_back(cast(y, DType::I32));
+  r.push_back(cast(y, DType::Bool));
+  // A fused chain: every op rounds to bf16 as the interpreter's does.
+  r.push_back(b.op(OpKind::Tanh, {b.op(OpKind::Add, {b.op(OpKind::Mul, {x, y}), b.op(OpKind::Exp, {y})})}));
+  // bf16 leaves inside an f32 tree.
+  r.push_back(b.op(OpKind::Add, {cast(b.op(OpKind::Gelu, {x}), DType::F32), f}));
+  checkExact(b, r);
+}
+
+TEST_CASE("jit bf16: generated reductions accumulate in f32 (double) and round once, as the interpreter") {
+  Builder b;
+  Value* x = b.arg(toBF16(randF32({9, 40, 33}, -2, 2, 31)));
+  Value* ones = b.arg(toBF16(Tensor::fromF32({300}, std::vector<float>(300, 1.0f))));
+  Value* edgy = b.arg(edgyBF16({12, 35}, 32, /*forSums=*/true));
+  std::vector<Value*> r;
+  for (OpKind k : {OpKind::Sum, OpKind::Mean, OpKind::Max, OpKind::Min})
+    for (Ints axes : {Ints{2}, Ints{0}, Ints{0, 2}, Ints{0, 1, 2}}) r.push_back(b.op(k, {x}, attrs({{"axis", axes}})));
+  r.push_back(b.op(OpKind::Sum, {ones}, attrs({{"axis", Ints{0}}})));  // 300: a bf16 accumulator would stop at 256
+  for (OpKind k : {OpKind::Sum, OpKind::Max, OpKind::Min}) r.push_back(b.op(k, {edgy}, attrs({{"axis", Ints{1}}})));
+  // A reduction of a fused bf16 tree.
+  r.push_back(b.op(OpKind::Mean, {b.op(OpKind::Exp, {b.op(OpKind::Mul, {x, x})})}, attrs({{"axis", Ints{1}}})));
+  checkExact(b, r);
 }
 
 TEST_CASE("jit bf16: integer-valued 256 x 256 sums are exact on vdpbf16ps") {
