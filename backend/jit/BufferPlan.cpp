@@ -114,14 +114,15 @@ void markLive(const ir::Function& f, BufferPlan& p) {
 
 // The ops on bf16 that generated code computes as the reference kernel
 // does, bit for bit (in f32 on widened values, each bf16 result rounded
-// once; OpLowering's evalBF16 and emitReduce): the common elementwise ops
-// and the plain reductions.
+// once; OpLowering's evalBF16 and emitReduce): the common elementwise ops,
+// the plain reductions, and transpose (2-byte copies).
 bool generatedBF16(OpKind k) {
   switch (k) {
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Maximum:
     case OpKind::Minimum: case OpKind::Neg: case OpKind::Abs: case OpKind::Relu: case OpKind::Copy:
     case OpKind::Exp: case OpKind::Tanh: case OpKind::Gelu: case OpKind::Cast: case OpKind::Where:
     case OpKind::Broadcast: case OpKind::Sum: case OpKind::Mean: case OpKind::Max: case OpKind::Min:
+    case OpKind::Transpose:
       return true;
     default: return false;
   }

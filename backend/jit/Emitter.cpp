@@ -210,15 +210,18 @@ void Emitter::map(const Shape& shape, const std::vector<Strides>& st, const MapB
 }
 
 // Copies 4-byte words: dst[dstSt . i] = src[srcSt . i] over `shape`.
-void Emitter::copyWords(llvm::Value* dst, llvm::Value* src, Shape shape, Strides dstSt, Strides srcSt) {
+void Emitter::copyWords(llvm::Value* dst, llvm::Value* src, Shape shape, Strides dstSt, Strides srcSt,
+                        llvm::Type* word) {
+  if (!word) word = i32_;
+  const uint64_t bytes = word->getScalarSizeInBits() / 8;
   collapse(shape, {&dstSt, &srcSt});
   if (shape.size() == 1 && dstSt[0] == 1 && srcSt[0] == 1) {
-    b_.CreateMemCpy(dst, llvm::Align(4), src, llvm::Align(4), (uint64_t)shape[0] * 4);
+    b_.CreateMemCpy(dst, elemAlign(word), src, elemAlign(word), (uint64_t)shape[0] * bytes);
     return;
   }
   tileTranspose(shape, dstSt, srcSt);
   map(shape, {dstSt, srcSt}, [&](const std::vector<llvm::Value*>&, const std::vector<llvm::Value*>& o) {
-    store(loadIn(i32_, src, o[1]), dst, o[0]);
+    store(loadIn(word, src, o[1]), dst, o[0]);
   });
 }
 

@@ -108,8 +108,10 @@ class Emitter {
   using MapBody = std::function<void(const std::vector<llvm::Value*>&, const std::vector<llvm::Value*>&)>;
   void map(const Shape& shape, const std::vector<Strides>& st, const MapBody& body);
 
-  // Copies 4-byte words: dst[dstSt . i] = src[srcSt . i] over `shape`.
-  void copyWords(llvm::Value* dst, llvm::Value* src, Shape shape, Strides dstSt, Strides srcSt);
+  // Copies 4-byte words: dst[dstSt . i] = src[srcSt . i] over `shape`
+  // (`word`: another element type, i16 for bf16).
+  void copyWords(llvm::Value* dst, llvm::Value* src, Shape shape, Strides dstSt, Strides srcSt,
+                 llvm::Type* word = nullptr);
 
   // A copy whose innermost destination dim reads the source with a stride
   // while another dim reads it contiguously (a transpose) walks one of the

@@ -156,7 +156,8 @@ TEST_CASE("jit bf16: contractions, common elementwise ops and reductions are gen
   CHECK(p.fused[2]);
   CHECK(p.fused[3]);
   CHECK_FALSE(p.fallback[4]);  // sum
-  CHECK(p.fallback[5]);        // softmax on bf16: the reference kernel
+  CHECK(p.fallback[5]);        // softmax on bf16: the reference kernel (as log, sqrt, pow, ... and
+                               // the data movement other than transpose)
 }
 
 // Tensors whose bf16 values include what rounding and the edge cases
@@ -200,7 +201,7 @@ void checkExact(Builder& b, std::vector<Value*> results) {
   }
 }
 
-TEST_CASE("jit bf16: generated elementwise ops are the interpreter's bits (each op, fused chains, edges)") {
+TEST_CASE("jit bf16: generated elementwise ops and transposes are the interpreter's bits (each op, fused chains, edges)") {
   Builder b;
   const Shape s = {37, 61};  // odd sizes: vector loops with remainders
   Value* x = b.arg(edgyBF16(s, 21));
@@ -228,6 +229,11 @@ TEST_CASE("jit bf16: generated elementwise ops are the interpreter's bits (each 
   r.push_back(b.op(OpKind::Tanh, {b.op(OpKind::Add, {b.op(OpKind::Mul, {x, y}), b.op(OpKind::Exp, {y})})}));
   // bf16 leaves inside an f32 tree.
   r.push_back(b.op(OpKind::Add, {cast(b.op(OpKind::Gelu, {x}), DType::F32), f}));
+  // Transposes: 2-byte copies (16 x 16 tiles when both dims allow).
+  r.push_back(b.op(OpKind::Transpose, {x}));
+  Value* t3 = b.arg(edgyBF16({32, 5, 48}, 27));
+  r.push_back(b.op(OpKind::Transpose, {t3}, attrs({{"perm", Ints{2, 1, 0}}})));
+  r.push_back(b.op(OpKind::Transpose, {t3}, attrs({{"perm", Ints{1, 0, 2}}})));
   checkExact(b, r);
 }
 
