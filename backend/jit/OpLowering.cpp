@@ -704,6 +704,10 @@ class OpLowering : public GemmEmitter {
         },
         [&](llvm::Value* a, llvm::Value* x) -> llvm::Value* {
           if (sum) return f ? addReassoc(a, x) : b_.CreateAdd(a, x);
+          if (bf16) {  // the interpreter's s = (x > s || isnan(x)) ? x : s, signed zeros included
+            llvm::Value* better = op.kind == OpKind::Max ? b_.CreateFCmpOGT(x, a) : b_.CreateFCmpOLT(x, a);
+            return b_.CreateSelect(b_.CreateOr(better, isNan(x)), x, a);
+          }
           return stickyMax(op.kind == OpKind::Max, a, x);
         });
     if (f && (sum || bf16)) {
