@@ -1,6 +1,7 @@
 // bf16 GEMM against f32 GEMM, both through GSL's JIT, single thread, in
 // one run: C = A B at N x N x N (1024 by default; --quick 256), best of
-// several calls each. Prints GFLOP/s (2 N^3 flops a call) of
+// 7 calls each, the cases' calls interleaved. Prints GFLOP/s (2 N^3 flops
+// a call) of
 //   - f32 matmul (the JIT's generated f32 kernel),
 //   - bf16 matmul with the engine's default (vdpbf16ps when the CPU has
 //     AVX512_BF16, else the portable path),
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,24 +44,29 @@ backend::Tensor randomTensor(ir::DType dt, const ir::Shape& s, uint32_t seed) {
   return b;
 }
 
-// Best seconds of `reps` calls of matmul on (n x n) operands of dtype dt.
-double timeMatMul(ir::DType dt, int64_t n, int reps, const backend::JitOptions& opts) {
+// One matmul on (n x n) operands of dtype dt, compiled by an engine with
+// `opts` (and warmed up by one call).
+struct Case {
   ir::Function f;
-  f.name = "mm";
-  ir::Value* a = f.addArg({dt, {n, n}});
-  ir::Value* b = f.addArg({dt, {n, n}});
-  f.results = {f.append(ir::OpKind::MatMul, {a, b}, {}, ir::TensorType{dt, {n, n}})->result};
-  std::vector<backend::Tensor> args = {randomTensor(dt, {n, n}, 1), randomTensor(dt, {n, n}, 2)};
-  auto engine = backend::makeJitEngine({}, opts);
-  engine->call(f, args);  // compile and warm up
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
+  std::vector<backend::Tensor> args;
+  std::unique_ptr<backend::Engine> engine;
+  double best = 1e30;  // seconds
+
+  Case(ir::DType dt, int64_t n, const backend::JitOptions& opts) {
+    f.name = "mm";
+    ir::Value* a = f.addArg({dt, {n, n}});
+    ir::Value* b = f.addArg({dt, {n, n}});
+    f.results = {f.append(ir::OpKind::MatMul, {a, b}, {}, ir::TensorType{dt, {n, n}})->result};
+    args = {randomTensor(dt, {n, n}, 1), randomTensor(dt, {n, n}, 2)};
+    engine = backend::makeJitEngine({}, opts);
+    engine->call(f, args);  // compile and warm up
+  }
+  void time() {
     auto t0 = Clock::now();
     engine->call(f, args);
     best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
   }
-  return best;
-}
+};
 
 }  // namespace
 
@@ -71,17 +78,20 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--n") == 0 && i + 1 < argc) n = std::atoll(argv[++i]);
   }
   if (quick) n = 256;
-  const int reps = quick ? 2 : 5;
+  const int reps = quick ? 2 : 7;
   const double flops = 2.0 * (double)n * (double)n * (double)n;
   backend::JitOptions opts;  // the defaults: the engine picks vdpbf16ps on AVX512_BF16
   backend::JitOptions portable;
   portable.bf16Dot = 0;
-  const double tf = timeMatMul(ir::DType::F32, n, reps, opts);
-  const double tb = timeMatMul(ir::DType::BF16, n, reps, opts);
-  const double tp = timeMatMul(ir::DType::BF16, n, reps, portable);
   backend::JitOptions reference = portable;
   reference.fallbackOps = {ir::OpKind::MatMul};
-  const double tr = timeMatMul(ir::DType::BF16, n, reps, reference);
+  // The four cases' calls interleaved, best of `reps` each: a change in
+  // the machine's load hits them alike.
+  Case cf(ir::DType::F32, n, opts), cb(ir::DType::BF16, n, opts), cp(ir::DType::BF16, n, portable),
+      cr(ir::DType::BF16, n, reference);
+  for (int r = 0; r < reps; ++r)
+    for (Case* c : {&cf, &cb, &cp, &cr}) c->time();
+  const double tf = cf.best, tb = cb.best, tp = cp.best, tr = cr.best;
   std::printf("bf16 GEMM %lld^3, single thread, CPU has AVX512_BF16: %s\n", (long long)n,
               backend::jit::cpuHasAvx512Bf16() ? "yes" : "no");
   std::printf("  f32  matmul (JIT kernel)                     %8.2f GFLOP/s  %8.2f ms\n", flops / tf * 1e-9, tf * 1e3);
