@@ -764,7 +764,35 @@ Tensor randomUniform(const Tensor& seed, const KernelContext& ctx, const TensorT
   return out;
 }
 
+// dropout with a key, or the identity (kernel in dropoutInto).
+Tensor dropout(const ir::Op& op, const std::vector<Tensor>& in, const KernelContext& ctx, const TensorType& rt) {
+  Tensor out = retype(in[0], rt);
+  if (in.size() == 2) dropoutInto(op, in[0].f32(), in[1].i32(), out.f32(), ctx.seed);
+  return out;
+}
+
 }  // namespace
+
+void dropoutInto(const ir::Op& op, const float* x, const int32_t* key, float* out, uint64_t seed) {
+  const TensorType& rt = op.result->type;
+  const int64_t n = rt.numElements();
+  const double p = op.attrs.getFloat("p");
+  if (p == 0) {  // the identity, as PyTorch's p = 0
+    if (out != x) std::copy(x, x + n, out);
+    return;
+  }
+  const int r = rt.rank();
+  const Shape global = op.attrs.has("shape") ? op.attrs.getInts("shape") : rt.shape;
+  const uint64_t stream = dropoutStream(op.attrs.has("site") ? op.attrs.getInt("site") : 0, key[0]);
+  const float scale = (float)(1.0 / (1.0 - p));
+  std::vector<int64_t> idx(r, 0);  // the local multi-index, C order
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t flat = 0;  // the global flat index (C order over `global`)
+    for (int d = 0; d < r; ++d) flat = flat * (uint64_t)global[d] + (uint64_t)((int64_t)key[1 + d] + idx[d]);
+    out[i] = (double)uniformAt(seed, stream, flat) >= p ? x[i] * scale : 0.0f;
+    for (int d = r - 1; d >= 0 && ++idx[d] == rt.shape[d]; --d) idx[d] = 0;
+  }
+}
 
 // ================================================================ dispatch
 
@@ -807,6 +835,7 @@ static Tensor evalAs(const ir::Op& op, const std::vector<Tensor>& in, const Kern
     }
     case OpKind::Constant: return constant(op, rt);
     case OpKind::RandomUniform: need(1); return randomUniform(in[0], ctx, rt);
+    case OpKind::Dropout: return dropout(op, in, ctx, rt);
 
     case OpKind::Copy: case OpKind::Neg: case OpKind::Exp: case OpKind::Log:
     case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Tanh: case OpKind::Relu:

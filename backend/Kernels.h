@@ -52,4 +52,10 @@ float geluF32(float x);
 // Evaluates `op` on `in` (its operands' values, in order).
 Tensor evalOp(const ir::Op& op, const std::vector<Tensor>& in, const KernelContext& ctx);
 
+// dropout with a key (ir/OpTable.h) on f32 buffers of the op's result
+// type: out[i] = x[i] / (1 - p) where element i's uniform number (global
+// --seed `seed`, backend/Random.h's dropoutStream, its global flat index)
+// is >= p, else 0. `out` may be `x`. Shared by the interpreter and the JIT.
+void dropoutInto(const ir::Op& op, const float* x, const int32_t* key, float* out, uint64_t seed);
+
 }  // namespace gsl::backend

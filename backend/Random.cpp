@@ -70,6 +70,11 @@ uint64_t randomOpStream(int64_t seedOperand) {
   return hashName("random_uniform") ^ ((uint64_t)seedOperand * 0x9E3779B97F4A7C15ULL);
 }
 
+uint64_t dropoutStream(int64_t site, int64_t step) {
+  const uint64_t word = ((uint64_t)(uint32_t)step << 32) | (uint64_t)(uint32_t)site;
+  return hashName("dropout") ^ (word * 0x9E3779B97F4A7C15ULL);
+}
+
 Tensor initParam(const ir::Param& p, uint64_t seed) {
   GSL_ASSERT(p.type.sizeFits(), "initParam: param @" + p.name + " is too large");
   Tensor t(p.type);

@@ -29,6 +29,11 @@ float normalAt(uint64_t key, uint64_t stream, uint64_t index);
 // Stream used by the `random_uniform(shape, seed)` op for a given seed operand.
 uint64_t randomOpStream(int64_t seedOperand);
 
+// Stream of the dropout mask of call site `site` at optimizer step `step`:
+// hashName("dropout") xor (step << 32 | site) times an odd constant (a
+// bijection, so every (step, site) pair has a stream of its own).
+uint64_t dropoutStream(int64_t site, int64_t step);
+
 // Materialises a param's initial value (zeros, ones, normal(std),
 // uniform(lo, hi), glorot) for global seed `seed`. Glorot is uniform in
 // [-l, l], l = sqrt(6 / (fan_in + fan_out)), fan_out = last dim, fan_in =

@@ -448,6 +448,16 @@ EV Sema::lowerBuiltin(Ctx& c, const ast::Expr& e, const OpInfo& op) {
         break;
       }
       case ArgKind::Float: {
+        if (x->kind == ast::ExprKind::Name) {
+          bool local = false;
+          for (const auto& sc : c.scopes) local |= sc.count(x->text) > 0;
+          if (local) {
+            err(c, startLoc(*x), std::string(op.builtin) + "'s '" + spec.name +
+                                     "' must be a constant (a number or a const), not the value '" + x->text + "'");
+            ok = false;
+            break;
+          }
+        }
         auto v = constEval(*x);
         if (!v) ok = false;
         else at.set(spec.name, v->d());
@@ -488,6 +498,12 @@ EV Sema::lowerBuiltin(Ctx& c, const ast::Expr& e, const OpInfo& op) {
     }
   }
   if (!ok) return {};
+  if (op.kind == OpKind::Dropout && c.loop) {
+    // Its key would need the iteration number: every layer of the loop would
+    // drop the same elements.
+    err(c, e.loc, "dropout inside a for loop is not supported (every iteration would drop the same elements); call it outside the loop");
+    return {};
+  }
   std::vector<Value*> vals;
   if (op.cls == OpClass::Binary) {
     unify(c, operands[0], operands[1], operandLocs[0], operandLocs[1], vals);

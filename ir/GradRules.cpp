@@ -146,6 +146,16 @@ void gradCopy(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og) {
   unaryRule(b, op, g, og, [&](Value*, Value*) { return g; });
 }
 
+// dropout(x, key) = x * mask / (1 - p), linear in x: the adjoint is the same
+// mask (the same key, site and global shape) applied to g, so
+// dropout(g, key) with the op's attributes. Without a key: the identity.
+void gradDropout(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og) {
+  unaryRule(b, op, g, og, [&](Value*, Value*) {
+    if (op.operands.size() < 2) return g;
+    return b.op(OpKind::Dropout, {g, op.operands[1]}, op.attrs);
+  });
+}
+
 void gradNeg(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og) {
   unaryRule(b, op, g, og, [&](Value*, Value*) { return b.neg(g); });
 }

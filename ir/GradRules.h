@@ -99,7 +99,7 @@ class GradBuilder {
   X(gradMinimum) X(gradWhere) X(gradMatMul) X(gradEinsum) X(gradSum)          \
   X(gradMean) X(gradMaxMin) X(gradSoftmax) X(gradLogSoftmax) X(gradLayerNorm) \
   X(gradCumSum) X(gradReshape) X(gradTranspose) X(gradConcat) X(gradSlice)    \
-  X(gradBroadcast) X(gradTake)
+  X(gradBroadcast) X(gradTake) X(gradDropout)
 #define GSL_DECLARE_GRAD_RULE(name) \
   void name(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& operandGrads);
 GSL_GRAD_RULES(GSL_DECLARE_GRAD_RULE)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "ir/GradRules.h"
 #include "ir/Loop.h"
@@ -451,6 +452,33 @@ static std::string ruleRandom(const std::vector<TensorType>& in, AttrMap& at, Te
   return "";
 }
 
+// dropout x [, key] {p, site, shape} (ir/OpTable.h). `site` and `shape`
+// are set by passes, not by the surface call, so their kinds are checked
+// here.
+static std::string ruleDropout(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  if (auto e = needDType(in[0], {DType::F32, DType::BF16}, "dropout"); !e.empty()) return e;
+  const double p = at.getFloat("p");
+  if (!(p >= 0 && p < 1)) {
+    std::ostringstream os;
+    os << p;
+    return "p of dropout must be a constant in [0, 1) (the probability of zeroing an element), got " + os.str();
+  }
+  const int r = in[0].rank();
+  if (in.size() == 2 && (in[1].dtype != DType::I32 || in[1].shape != Shape{r + 1}))
+    return "dropout's key must be i32[" + std::to_string(r + 1) + "] (the step, then one offset per dim of " +
+           ty(in[0]) + "), got " + ty(in[1]);
+  if (const Attr* a = at.get("site"); a && !std::holds_alternative<int64_t>(*a))
+    return "dropout's site must be an integer";
+  if (const Attr* a = at.get("shape")) {
+    const auto* s = std::get_if<std::vector<int64_t>>(a);
+    bool fits = s && (int)s->size() == r;
+    for (int d = 0; fits && d < r; ++d) fits = (*s)[d] >= in[0].shape[d];
+    if (!fits) return "dropout's shape must be the global shape of " + ty(in[0]) + " (rank " + std::to_string(r) + ")";
+  }
+  out = in[0];
+  return "";
+}
+
 static std::string groupSize(AttrMap& at, int64_t& n) {
   n = at.getInt("n");
   if (n < 1) return "collective group size must be >= 1";
@@ -615,6 +643,7 @@ static std::vector<OpInfo> makeTable() {
       {K::DynamicIndex, "dynamic_index", nullptr, C::DataMovement, {X, {"i", A::Tensor}}, ruleDynamicIndex, gradDynamicIndex, shardDynamicIndex, partitionLocal},
       {K::DynamicUpdate, "dynamic_update", nullptr, C::DataMovement, {X, {"u", A::Tensor}, {"i", A::Tensor}}, ruleDynamicUpdate, gradDynamicUpdate, shardDynamicUpdate, partitionLocal},
       {K::RandomUniform, "random_uniform", "random_uniform", C::Source, {{"shape", A::Ints}, {"seed", A::Tensor}}, ruleRandom, nullptr, shardRandom, partitionRandom},
+      {K::Dropout, "dropout", "dropout", C::Random, {X, {"p", A::Float, 0.5}}, ruleDropout, gradDropout, shardDropout, partitionDropout, L::F32},
       // Collectives: no surface builtin; the args list their IR attributes.
       {K::AllReduce, "all_reduce", nullptr, C::Collective, {X, MESH, AXES, {"reduce", A::String, std::string("sum")}}, ruleAllReduce, nullptr, nullptr, nullptr, L::Natural, volumeAllReduce},
       {K::AllGather, "all_gather", nullptr, C::Collective, {X, MESH, AXES, N, {"dim", A::Int}}, ruleAllGather, nullptr, nullptr, nullptr, L::Natural, volumeAllGather},

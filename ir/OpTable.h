@@ -47,7 +47,7 @@ namespace gsl::ir {
   X(Sum) X(Mean) X(Max) X(Min) X(ArgMax) X(Softmax) X(LogSoftmax)          \
   X(LayerNorm) X(CumSum)                                                    \
   X(Reshape) X(Transpose) X(Concat) X(Slice) X(Broadcast) X(OneHot)         \
-  X(Take) X(DynamicIndex) X(DynamicUpdate) X(RandomUniform)                 \
+  X(Take) X(DynamicIndex) X(DynamicUpdate) X(RandomUniform) X(Dropout)      \
   X(AllReduce) X(AllGather) X(ReduceScatter) X(AllToAll)                    \
   X(CollectivePermute) X(ShardSlice) X(PadMask)                             \
   X(Loop)
@@ -71,7 +71,21 @@ enum class OpClass {
   Collective,      // per-rank programs only: communication between ranks and
                    // the rank-dependent local slice (see below)
   Control,         // loop: several results and a body (ir/Loop.h, docs/loops.md)
+  Random,          // dropout: elementwise on its first operand, with a random
+                   // mask keyed by its optional second operand (below)
 };
+
+// dropout x [, key] {p, site, shape}: x times a random keep mask over
+// 1 - p (PyTorch's nn.Dropout). Without a key it is the identity (the
+// inference form, as the front end writes it); the training expansion
+// (passes/Training) gives the dropouts of a minimize step a key, the i32
+// vector [step, offset_0, ..., offset_{r-1}]: the optimizer's step and the
+// global position of the block's first element in each dim (all 0 on the
+// global program; the partition rule adds each rank's block offsets, so
+// padding rows do not shift them). Element i of x, at global multi-index
+// g = offset + i, is kept iff uniformAt(seed, dropoutStream(site, step),
+// flat(g, shape)) >= p (backend/Random.h), `shape` being the global shape
+// (default: x's own); `site` numbers the dropouts of one step.
 
 // Collectives (only in the per-rank program made by the SPMD partitioner).
 // Common attrs: `mesh` (string) and `axes` (int list: mesh axis indices,

@@ -64,6 +64,42 @@ void partitionRandom(LocalBuilder& b, const Op& op) {
   b.setResult(b.reshard(whole, b.decided()));
 }
 
+void partitionDropout(LocalBuilder& b, const Op& op) {
+  LocalPlan p = b.plan(op);
+  if (op.operands.size() < 2) {  // the identity (no key): as any local op
+    b.finish(op, p, b.emit(op.kind, p.operands, op.attrs));
+    return;
+  }
+  const TensorType& t = op.result->type;
+  const Sharding& s = p.result;
+  auto i32s = [&](int64_t v) {
+    AttrMap c;
+    c.set("value", v);
+    return b.emitSource(OpKind::Constant, c, {DType::I32, {1}});
+  };
+  // [0, offset_0, ..., offset_{r-1}]: block j of a split dim starts at
+  // j * (local size), the local size of a padded dim being ceil(dim / n).
+  std::vector<Value*> parts{i32s(0)};
+  bool split = false;
+  for (int d = 0; d < t.rank(); ++d) {
+    if (s.mesh.empty() || (size_t)d >= s.dims.size() || s.dims[d].empty()) {
+      parts.push_back(i32s(0));
+      continue;
+    }
+    parts.push_back(b.emit(OpKind::Mul, {b.memberIndex(s, d), i32s(p.localShape[d])}, {}));
+    split = true;
+  }
+  Value* key = p.operands[1];
+  if (split) {
+    AttrMap c;
+    c.set("axis", (int64_t)0);
+    key = b.emit(OpKind::Add, {key, b.emit(OpKind::Concat, parts, c)}, {});
+  }
+  AttrMap at = op.attrs;
+  if (!at.has("shape")) at.set("shape", t.shape);
+  b.finish(op, p, b.emit(op.kind, {p.operands[0], key}, at));
+}
+
 }  // namespace gsl::ir
 
 // ---------------------------------------------------------------- shifts

@@ -138,10 +138,16 @@ class LocalBuilder {
 //                        rank needs and aligns its rank-dependent offset
 //                        with one where per bit; the all_gather plan is
 //                        kept where it sends fewer bytes
+//   partitionDropout     dropout: the same op on the local block, its key
+//                        plus this rank's block offsets (its index in the
+//                        group splitting a dim times the local block size,
+//                        padded blocks included) and `shape` the global
+//                        shape, so each rank draws its block of the global
+//                        mask
 #define GSL_PARTITION_RULES(X)                                                \
   X(partitionLocal) X(partitionLocalShape) X(partitionMean) X(partitionParam) \
   X(partitionConstant) X(partitionCopy) X(partitionRandom) X(partitionSlice)  \
-  X(partitionConcat) X(partitionTake)
+  X(partitionConcat) X(partitionTake) X(partitionDropout)
 #define GSL_DECLARE_PARTITION_RULE(name) void name(LocalBuilder& b, const Op& op);
 GSL_PARTITION_RULES(GSL_DECLARE_PARTITION_RULE)
 #undef GSL_DECLARE_PARTITION_RULE

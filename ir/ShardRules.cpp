@@ -267,6 +267,16 @@ DimLabels shardRandom(const Op& op) {
   return b.L;
 }
 
+DimLabels shardDropout(const Op& op) {
+  // Elementwise on x; the key (step and block offsets) is read whole by
+  // every rank (partitionDropout adds the rank's offsets to it).
+  Builder b;
+  for (int d = 0; d < op.result->type.rank(); ++d) b.L.result.push_back(b.fresh());
+  b.L.operands.push_back(b.L.result);
+  if (op.operands.size() > 1) b.L.operands.push_back({b.freshUnsplittable()});
+  return b.L;
+}
+
 DimLabels dimLabels(const Op& op) {
   const OpInfo& info = op.info();
   GSL_ASSERT(info.shard, std::string("op '") + info.mnemonic +

@@ -51,11 +51,13 @@ DimLabels dimLabels(const Op& op);
 //   shardOneHot         the new class dim unsplittable
 //   shardTake           the table's row dim contracted (split: partial sums)
 //   shardRandom         result dims free, the seed scalar
+//   shardDropout        x and the result share labels (elementwise); the
+//                       key vector unsplittable (replicated)
 #define GSL_SHARD_RULES(X)                                                          \
   X(shardSource) X(shardBroadcasting) X(shardMatMul) X(shardEinsum)                \
   X(shardPartialReduce) X(shardReduce) X(shardArgMax) X(shardAlongAxis)            \
   X(shardAlongAxes) X(shardReshape) X(shardTranspose) X(shardOneHot) X(shardTake) \
-  X(shardRandom)
+  X(shardRandom) X(shardDropout)
 #define GSL_DECLARE_SHARD_RULE(name) DimLabels name(const Op& op);
 GSL_SHARD_RULES(GSL_DECLARE_SHARD_RULE)
 #undef GSL_DECLARE_SHARD_RULE

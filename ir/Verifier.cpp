@@ -87,6 +87,7 @@ static void operandRange(const OpInfo& info, int& lo, int& hi) {
     case OpClass::Unary: lo = hi = 1; return;
     case OpClass::Binary: lo = hi = 2; return;
     case OpClass::Ternary: lo = hi = 3; return;
+    case OpClass::Random: lo = 1; hi = 2; return;  // dropout: x [, key]
     default: break;
   }
   lo = hi = 0;

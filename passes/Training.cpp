@@ -1,6 +1,8 @@
 #include "passes/Training.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "ir/GradRules.h"
 #include "passes/Autodiff.h"
@@ -167,10 +169,40 @@ struct Expander {
     for (Value*& g : grads) g = b.mul(g, coef);
   }
 
+  // The dropouts of a minimize step are active (every other function keeps
+  // them keyless: the identity). Each gets site k (its order in the step)
+  // and the key [step, 0, ..., 0] (the partitioner adds the block offsets);
+  // the key ops only read the step argument, so they go first.
+  void activateDropouts(Value* stepArg) {
+    std::vector<Op*> drops;
+    for (auto& op : f.ops)
+      if (op->kind == OpKind::Dropout && op->operands.size() == 1) drops.push_back(op.get());
+    if (drops.empty()) return;
+    const size_t before = f.ops.size();
+    std::map<int, Value*> keys;  // by rank
+    Value* step1 = b.reshape(stepArg, {1});
+    for (Op* d : drops) {
+      int r = d->operands[0]->type.rank();
+      Value*& k = keys[r];
+      if (!k) {
+        AttrMap c;
+        c.set("axis", (int64_t)0);
+        k = r == 0 ? step1 : b.op(OpKind::Concat, {step1, b.constant(0.0, DType::I32, {r})}, c);
+      }
+    }
+    std::rotate(f.ops.begin(), f.ops.begin() + (std::ptrdiff_t)before, f.ops.end());
+    int64_t site = 0;
+    for (Op* d : drops) {
+      d->operands.push_back(keys[d->operands[0]->type.rank()]);
+      d->attrs.set("site", site++);
+    }
+  }
+
   void run() {
     TrainRequest& tr = *f.train;
     GSL_ASSERT(f.results.size() == 1, "training thunk must return the loss only");
     Value* loss = f.results[0];
+    if (tr.kind == TrainRequest::Minimize) activateDropouts(f.addArg({DType::I32, {}}));  // the step counter
     Gradients grads = appendGradient(m, f, loss, tr.params, false);
     if (tr.kind == TrainRequest::Grad) {
       f.results = grads.params;
@@ -181,8 +213,7 @@ struct Expander {
     }
     const Optimizer* o = m.findOptimizer(tr.optimizer);
     GSL_ASSERT(o, "unknown optimizer '" + tr.optimizer + "'");
-    f.addArg({DType::I32, {}});  // the step counter
-    // The host's per-step scalars come right after the step counter.
+    // The step counter argument was added first (activateDropouts). The host's per-step scalars come right after the step counter.
     bool isAdam = o->kind == Optimizer::Adam || o->kind == Optimizer::AdamW;
     constLr = o->hp.at("lr");
     if (!isAdam && !o->lr.isConstant()) lr = hostScalar(TrainRequest::Scalar::Lr);

@@ -15,7 +15,7 @@
 //     dynamic_update as row copies.
 //   aliased (no code, no buffer; BufferPlan.h): reshape, slice of a
 //     contiguous block, params (read in place from the param store).
-//   called (extern "C", Runtime.cpp): param lookup, random_uniform
+//   called (extern "C", Runtime.cpp): param lookup, random_uniform, dropout
 //     (Philox, backend/Random.h), collectives (backend::evalCollective),
 //     take's error report, integer pow, Eigen for large GEMMs whose
 //     layout the kernel cannot read (see the measurement in
@@ -138,7 +138,7 @@ class OpLowering : public GemmEmitter {
     if (plan_.fallback[opIndex_]) return false;
     const Storage& s = plan_.storage.at(op.result);
     switch (op.kind) {
-      case OpKind::Param: case OpKind::RandomUniform: return false;
+      case OpKind::Param: case OpKind::RandomUniform: case OpKind::Dropout: return false;
       // A loop has several results and its body is a function of its own
       // already (LowerLoop.cpp), run by a runtime helper.
       case OpKind::Loop: return false;
@@ -538,6 +538,7 @@ class OpLowering : public GemmEmitter {
       case OpKind::OneHot: return emitOneHot(op);
       case OpKind::Take: return emitTake(op);
       case OpKind::RandomUniform: return emitRandom(op);
+      case OpKind::Dropout: return emitDropout(op);
       case OpKind::Loop: return LoopLowering::emitLoop(*this, op);
       case OpKind::DynamicIndex: return LoopLowering::emitDynamicIndex(*this, op);
       case OpKind::DynamicUpdate: return LoopLowering::emitDynamicUpdate(*this, op);
@@ -924,6 +925,15 @@ class OpLowering : public GemmEmitter {
     llvm::Value* seed = loadIn(i32_, ptr(op.operands[0]), i64c(0));
     b_.CreateCall(helper("gsl_rt_random_uniform", b_.getVoidTy(), {ptr_, i32_, ptr_, i64_}),
                   {ctx_, seed, ptr(op.result), i64c(op.result->type.numElements())});
+  }
+
+  // dropout: one helper call (the reference kernel's loop, no copies);
+  // without a key, a copy.
+  void emitDropout(const ir::Op& op) {
+    if (op.operands.size() < 2)
+      return copyWords(ptr(op.result), ptr(op.operands[0]), {op.result->type.numElements()}, {1}, {1});
+    b_.CreateCall(helper("gsl_rt_dropout", b_.getVoidTy(), {ptr_, i64_, ptr_, ptr_, ptr_}),
+                  {ctx_, i64c(opIndex_), ptr(op.operands[0]), ptr(op.operands[1]), ptr(op.result)});
   }
 
   void emitCollective(const ir::Op& op) {

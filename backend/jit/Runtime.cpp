@@ -68,6 +68,7 @@ std::vector<std::pair<std::string, void*>> runtimeSymbols() {
   return {
       {"gsl_rt_param", (void*)&gsl_rt_param},
       {"gsl_rt_random_uniform", (void*)&gsl_rt_random_uniform},
+      {"gsl_rt_dropout", (void*)&gsl_rt_dropout},
       {"gsl_rt_collective", (void*)&gsl_rt_collective},
       {"gsl_rt_eval_op", (void*)&gsl_rt_eval_op},
       {"gsl_rt_bf16_matmul", (void*)&gsl_rt_bf16_matmul},
@@ -120,6 +121,11 @@ void gsl_rt_random_uniform(void* ctx, int32_t seedOperand, float* out, int64_t n
   const uint64_t key = c.kctx->seed;
   const uint64_t stream = gsl::backend::randomOpStream(seedOperand);
   for (int64_t i = 0; i < n; ++i) out[i] = gsl::backend::uniformAt(key, stream, (uint64_t)i);
+}
+
+void gsl_rt_dropout(void* ctx, int64_t op, const float* x, const int32_t* key, float* out) {
+  const CallContext& c = callContext(ctx);
+  gsl::backend::dropoutInto(opAt(c, op), x, key, out, c.kctx->seed);
 }
 
 int32_t gsl_rt_collective(void* ctx, int64_t op, const void* in, void* out) {

@@ -46,6 +46,8 @@ extern "C" {
 const void* gsl_rt_param(void* ctx, int64_t op);
 // random_uniform: out[i] = uniformAt(seed, randomOpStream(seedOperand), i), i < n.
 void gsl_rt_random_uniform(void* ctx, int32_t seedOperand, float* out, int64_t n);
+// dropout op number `op` with a key (backend/Kernels.h's dropoutInto).
+void gsl_rt_dropout(void* ctx, int64_t op, const float* x, const int32_t* key, float* out);
 // Collective op number `op` on this rank: in -> out (buffers of its operand
 // and result types). Returns 0 or 1 (error stored).
 int32_t gsl_rt_collective(void* ctx, int64_t op, const void* in, void* out);

@@ -313,6 +313,16 @@ TEST_CASE("gradients of unary ops") {
   SUBCASE("sigmoid") { checkGrad({arg(rnd(s, -3, 3, 9))}, unary(OpKind::Sigmoid)); }
   SUBCASE("erf") { checkGrad({arg(rnd({3, 4}, -2.5, 2.5, 14))}, unary(OpKind::Erf)); }
   SUBCASE("gelu_exact") { checkGrad({arg(rnd({3, 4}, -3, 3, 15))}, unary(OpKind::GeluExact)); }
+  // dropout with a key is linear in x (x times a fixed mask over 1 - p): its
+  // gradient is the same mask over 1 - p; without a key, the identity.
+  SUBCASE("dropout") {
+    checkGrad({arg(rnd({6, 7}, -2, 2, 16)), arg(i32({3}, {4, 0, 0}), false)}, [](Builder& b, const std::vector<Value*>& v) {
+      return b.op(OpKind::Dropout, {v[0], v[1]}, attrs({{"p", 0.4}, {"site", int64_t(2)}}));
+    });
+    checkGrad({arg(rnd(s, -2, 2, 17))}, [](Builder& b, const std::vector<Value*>& v) {
+      return b.op(OpKind::Dropout, {v[0]}, attrs({{"p", 0.4}}));
+    });
+  }
   SUBCASE("abs") { checkGrad({arg(rndAway(s, 0.1, 2, 10))}, unary(OpKind::Abs)); }
   SUBCASE("copy") { checkGrad({arg(rnd(s, -2, 2, 11))}, unary(OpKind::Copy)); }
   SUBCASE("cast f32 -> f32") {

@@ -633,3 +633,68 @@ TEST_CASE("interpreter: a two-layer MLP against a hand-written loop") {
   for (auto& v : hv) v = std::max(v, 0.0);
   checkF(r, {3, 2}, naiveMatMul(hv, values(w2v), 3, 5, 2));
 }
+
+// ================================================================ dropout
+
+TEST_CASE("dropout: keeps 1 - p of the elements, scaled, keyed by seed, step, site and global index") {
+  auto drop = [](const Tensor& x, std::vector<int32_t> key, double p, int64_t site, uint64_t seed,
+                 std::optional<Ints> shape = std::nullopt) {
+    KernelContext ctx;
+    ctx.seed = seed;
+    AttrMap at = attrs({{"p", p}, {"site", site}});
+    if (shape) at.set("shape", *shape);
+    Shape ks{(int64_t)key.size()};
+    return run1(OpKind::Dropout, {x, i32(ks, std::move(key))}, at, ctx);
+  };
+  const int64_t R = 1000, C = 1000, N = R * C;
+  Tensor ones = f32({R, C}, std::vector<float>(N, 1.0f));
+  const double p = 0.3;
+  Tensor a = drop(ones, {3, 0, 0}, p, 0, 11);
+  const float scale = (float)(1.0 / (1.0 - p));
+  int64_t kept = 0;
+  bool allScaled = true, matches = true;
+  for (int64_t i = 0; i < N; ++i) {
+    float v = a.f32()[i];
+    kept += v != 0;
+    allScaled &= v == 0 || v == scale;
+    // Element i is kept iff its Philox uniform (seed, stream of site 0 and
+    // step 3, flat index i) is >= p.
+    matches &= (v != 0) == ((double)uniformAt(11, dropoutStream(0, 3), (uint64_t)i) >= p);
+  }
+  CHECK(allScaled);
+  CHECK(matches);
+  // Binomial(N, 1 - p): 6 standard deviations (a false failure has
+  // probability about 2e-9).
+  const double sd = std::sqrt((double)N * p * (1 - p));
+  CHECK(std::fabs((double)kept - (double)N * (1 - p)) <= 6 * sd);
+
+  auto differing = [&](const Tensor& b) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < N; ++i) n += a.f32()[i] != b.f32()[i];
+    return n;
+  };
+  // The same seed, step and site: the same mask. Another step, site or
+  // seed: an independent one (2 p (1 - p) N = 420000 elements differ on
+  // average).
+  CHECK(differing(drop(ones, {3, 0, 0}, p, 0, 11)) == 0);
+  CHECK(differing(drop(ones, {4, 0, 0}, p, 0, 11)) > N / 3);
+  CHECK(differing(drop(ones, {3, 0, 0}, p, 1, 11)) > N / 3);
+  CHECK(differing(drop(ones, {3, 0, 0}, p, 0, 12)) > N / 3);
+
+  // A block with its offsets and the global shape draws its part of the
+  // global mask (the partitioner's local op).
+  Tensor x = f32({10, 7}, std::vector<float>(70, 2.0f));
+  Tensor whole = drop(x, {5, 0, 0}, 0.5, 2, 1);
+  Tensor block = drop(f32({4, 3}, std::vector<float>(12, 2.0f)), {5, 4, 3}, 0.5, 2, 1, Ints{10, 7});
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 3; ++c) CHECK(block.f32()[r * 3 + c] == whole.f32()[(4 + r) * 7 + 3 + c]);
+
+  // p = 0, and a dropout without a key (inference): the identity.
+  Tensor y = f32({2, 3}, {1, -2, 3, -4, 5, -6});
+  Tensor id0 = drop(y, {1, 0, 0}, 0.0, 0, 3);
+  Tensor id1 = run1(OpKind::Dropout, {y}, attrs({{"p", 0.9}}));
+  for (int i = 0; i < 6; ++i) {
+    CHECK(id0.f32()[i] == y.f32()[i]);
+    CHECK(id1.f32()[i] == y.f32()[i]);
+  }
+}

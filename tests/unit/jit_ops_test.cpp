@@ -57,6 +57,22 @@ TEST_CASE("jit: random_uniform matches the interpreter bit for bit") {
   }
 }
 
+TEST_CASE("jit: dropout matches the interpreter bit for bit") {
+  KernelContext ctx;
+  ctx.seed = 42;
+  Builder b;
+  Value* x = b.arg(randF32({9, 13}, -3, 3));
+  Value* key = b.arg(i32({3}, {7, 9, 26}));  // a block at rows 9.., cols 26.. of [30, 39]
+  Value* d = b.op(OpKind::Dropout, {x, key}, attrs({{"p", 0.35}, {"site", int64_t(3)}, {"shape", Ints{30, 39}}}));
+  Value* id = b.op(OpKind::Dropout, {x}, attrs({{"p", 0.35}}));
+  Value* both = b.op(OpKind::Add, {d, id});
+  auto r = b.check({d, id, both}, ctx);
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < r[0].size(); ++i) zeros += r[0].f32()[i] == 0;
+  CHECK(zeros > 0);
+  CHECK(zeros < r[0].size());
+}
+
 // ================================================================ unary
 
 TEST_CASE("jit: unary f32 ops") {
