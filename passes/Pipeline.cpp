@@ -3,6 +3,7 @@
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
 #include "passes/Autocast.h"
+#include "passes/CombineAllReduce.h"
 #include "passes/ShapeInference.h"
 #include "passes/ShardingPropagation.h"
 #include "passes/Simplify.h"
@@ -116,6 +117,13 @@ std::unique_ptr<ir::Function> buildPerRankProgram(const ir::Module& m, ir::Funct
     local = partitionFunction(m, f);
   }
   printAfter(print, "partition", *local);
+  // 2b. One all_reduce for the tagged scalar sums of a group (clip_norm's
+  //     squared gradient sums), instead of one each.
+  {
+    trace::Scope t("rank pass", "combine-all-reduce");
+    combineAllReduces(*local);
+  }
+  printAfter(print, "combine-all-reduce", *local);
   // 3. Simplification: one copy of each computation (a reshard the forward
   //    pass did is not repeated by the backward pass), no dead ops.
   {

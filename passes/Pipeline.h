@@ -32,7 +32,7 @@ struct PrintAfter {
   std::ostream* os = nullptr;
 };
 inline constexpr const char* kPassNames[] = {"shape-inference", "autocast", "training", "propagation", "partition",
-                                             "simplify"};
+                                             "combine-all-reduce", "simplify"};
 
 void runGlobalPipeline(ir::Module& m, const PrintAfter* print = nullptr);
 

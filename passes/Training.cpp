@@ -157,13 +157,17 @@ struct Expander {
   // times min(1, clip_norm / (||g|| + 1e-6)), ||g|| over all the step's
   // params. Written on the global program: for sharded gradients the
   // partitioner turns each full sum into local sums plus an all_reduce.
+  // The squared sums are tagged `combine = "clip_norm"` and all come before
+  // the adds: on a per-rank program passes/CombineAllReduce reduces the
+  // sharded gradients' local sums with one all_reduce of a vector instead
+  // of one all_reduce per gradient.
   void clipGlobalNorm(double clipNorm, std::vector<Value*>& grads) {
     AttrMap all;
+    all.set("combine", std::string("clip_norm"));
+    std::vector<Value*> sums;
+    for (Value* g : grads) sums.push_back(b.op(OpKind::Sum, {b.mul(g, g)}, all));
     Value* sq = nullptr;
-    for (Value* g : grads) {
-      Value* s = b.op(OpKind::Sum, {b.mul(g, g)}, all);
-      sq = sq ? b.add(sq, s) : s;
-    }
+    for (Value* s : sums) sq = sq ? b.add(sq, s) : s;
     Value* norm = b.op(OpKind::Sqrt, {sq});
     Value* coef = b.op(OpKind::Minimum, {b.scalar(1.0), b.div(b.scalar(clipNorm), b.add(norm, b.scalar(1e-6)))});
     for (Value*& g : grads) g = b.mul(g, coef);
