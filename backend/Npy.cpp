@@ -217,19 +217,25 @@ std::string shortest(double v) {
   }
   return b;
 }
-}  // namespace
-
-Tensor readNpy(const std::string& path, bool convertWide) {
-  struct stat st;
+// `path` opened for reading after checking that it is a regular file
+// (`st` its stat); the errors are readNpy's ("no such file", "is a
+// directory", "not a regular file", "cannot read: ...").
+std::FILE* openRegularFile(const std::string& path, struct stat& st) {
   if (::stat(path.c_str(), &st) != 0) {
     if (errno == ENOENT || errno == ENOTDIR) fail(path, "no such file");
     fail(path, std::string("cannot read: ") + std::strerror(errno));
   }
   if (S_ISDIR(st.st_mode)) fail(path, "is a directory");
   if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
-
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) fail(path, std::string("cannot read: ") + std::strerror(errno));
+  return f;
+}
+}  // namespace
+
+Tensor readNpy(const std::string& path, bool convertWide) {
+  struct stat st;
+  std::FILE* f = openRegularFile(path, st);
   std::string data;
   char buf[1 << 16];
   size_t got;
@@ -333,14 +339,7 @@ Tensor readNpy(const std::string& path, bool convertWide) {
 
 NpyLayout readNpyLayout(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT || errno == ENOTDIR) fail(path, "no such file");
-    fail(path, std::string("cannot read: ") + std::strerror(errno));
-  }
-  if (S_ISDIR(st.st_mode)) fail(path, "is a directory");
-  if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) fail(path, std::string("cannot read: ") + std::strerror(errno));
+  std::FILE* f = openRegularFile(path, st);
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(f, std::fclose);
   // The preamble (magic, version, header length), then the header alone.
   std::string pre(12, '\0');
