@@ -10,10 +10,7 @@ GSL=$1
 PY=$2
 EX=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
+. "$HERE/common.sh"
 
 "$PY" "$HERE/make_blobs.py" . || fail "make_blobs.py"
 acc() { grep '^step 160 ' "$1" | sed 's/.*test accuracy //'; }
@@ -35,11 +32,11 @@ print("log: accuracy in", sum("accuracy" in r for r in recs), "records")
 PY
 want=$(acc np1.txt)
 [ -n "$want" ] || { cat np1.txt; fail "no final accuracy at -np 1"; }
-awk -v a="$want" 'BEGIN { exit !(a > 0.6) }' || fail "accuracy $want is not above 0.6 (chance is 0.25)"
+above_chance "$want" 0.25
 for run in "-np 2" "-np 4" "-np 2 --mpi"; do
   "$GSL" run "$EX/classifier.gsl" --no-progress $run > out.txt 2> err.txt || { cat err.txt; fail "$run"; }
   got=$(acc out.txt)
-  [ "$got" = "$want" ] || { cat np1.txt out.txt; fail "accuracy $got at $run, $want at -np 1"; }
+  same_accuracy "$got" "$want" "$run" np1.txt out.txt
   echo "$run: accuracy $got"
 done
 echo "-np 1: accuracy $want"

@@ -10,10 +10,7 @@ set -u
 GSL=$1
 PY=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
+. "$HERE/common.sh"
 
 "$PY" "$HERE/make_mnist.py" . || fail "make_mnist.py"
 acc() { grep '^test accuracy ' "$1" | sed 's/^test accuracy //'; }
@@ -26,7 +23,7 @@ run() {  # run NAME ARGS...: out.NAME, log.NAME, trace.NAME
 run np1 -np 1
 want=$(acc out.np1)
 [ -n "$want" ] || { cat out.np1; fail "no accuracy at -np 1"; }
-awk -v a="$want" 'BEGIN { exit !(a > 0.6) }' || fail "accuracy $want is not above 0.6 (chance is 0.1)"
+above_chance "$want" 0.1
 echo "-np 1: accuracy $want"
 for r in "np2 -np 2" "np4 -np 4" "mpi2 -np 2 --mpi"; do
   set -- $r
@@ -34,7 +31,7 @@ for r in "np2 -np 2" "np4 -np 4" "mpi2 -np 2 --mpi"; do
   shift
   run "$name" "$@"
   got=$(acc "out.$name")
-  [ "$got" = "$want" ] || { cat out.np1 "out.$name"; fail "accuracy $got at $*, $want at -np 1"; }
+  same_accuracy "$got" "$want" "$*" out.np1 "out.$name"
   # Every step's loss as at -np 1; each rank read its block of each batch
   # (B / np rows of every training step and of the 10 test batches), no more.
   "$PY" - "$name" "$2" <<'PY' || fail "$* : losses or bytes read"
