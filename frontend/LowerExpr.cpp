@@ -500,8 +500,10 @@ EV Sema::lowerBuiltin(Ctx& c, const ast::Expr& e, const OpInfo& op) {
   if (!ok) return {};
   if (op.kind == OpKind::Dropout && c.loop) {
     // Its key would need the iteration number: every layer of the loop would
-    // drop the same elements.
-    err(c, e.loc, "dropout inside a for loop is not supported (every iteration would drop the same elements); call it outside the loop");
+    // drop the same elements. An error of the call's context (a function
+    // checked on its own may be inlined into a loop): reported like an index
+    // error, with a note at the call.
+    indexErr(c, e.loc, "dropout inside a for loop is not supported (every iteration would drop the same elements); call it outside the loop");
     return {};
   }
   std::vector<Value*> vals;
