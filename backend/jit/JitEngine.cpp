@@ -192,6 +192,39 @@ class Compiler {
 
   // The same with `f`'s key (functionKey) already computed.
   std::shared_ptr<const Compiled> lookup(const ir::Function& f, const JitOptions& opts, std::string key) {
+    return request(f, opts, std::move(key), /*wait=*/true);
+  }
+
+  // Compiles `f` under `opts` unless it is compiled, or being compiled,
+  // already (jitCompileAhead): never waits for another thread's compile.
+  void ahead(const ir::Function& f, const JitOptions& opts) {
+    try {
+      request(f, opts, functionKey(f), /*wait=*/false);
+    } catch (...) {
+      // Kept in the cache's future: the caller that needs `f` gets it.
+    }
+  }
+
+  uint64_t compiles() const { return compiles_.load(); }
+  JitCacheStats stats() const { return {loaded_.load(), compiles_.load(), rebuilt_.load()}; }
+  double seconds() const { return double(nanos_.load()) * 1e-9; }
+
+  std::string emit(const ir::Function& f, bool optimized, const JitOptions& opts) {
+    const JitOptions resolved = resolve(opts);
+    jit::Lowered l = jit::lowerFunction(f, "gsl_" + f.name, resolved);
+    prepare(*l.module);
+    if (optimized) optimize(*l.module, resolved, *targetMachine(resolved));
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    l.module->print(os, nullptr);
+    return s;
+  }
+
+ private:
+  // The compiled form of `f` (key `key`): the first request compiles it on
+  // the calling thread; with `wait`, a later one waits for that compile,
+  // without, it returns null at once.
+  std::shared_ptr<const Compiled> request(const ir::Function& f, const JitOptions& opts, std::string key, bool wait) {
     const JitOptions resolved = resolve(opts);
     std::promise<std::shared_ptr<const Compiled>> promise;
     Future fut;
@@ -214,27 +247,12 @@ class Compiler {
       } catch (...) {
         promise.set_exception(std::current_exception());
       }
+    } else if (!wait) {
+      return nullptr;
     }
     return fut.get();
   }
 
-  uint64_t compiles() const { return compiles_.load(); }
-  JitCacheStats stats() const { return {loaded_.load(), compiles_.load(), rebuilt_.load()}; }
-  double seconds() const { return double(nanos_.load()) * 1e-9; }
-
-  std::string emit(const ir::Function& f, bool optimized, const JitOptions& opts) {
-    const JitOptions resolved = resolve(opts);
-    std::lock_guard<std::mutex> lock(compileMutex_);
-    jit::Lowered l = jit::lowerFunction(f, "gsl_" + f.name, resolved);
-    prepare(*l.module);
-    if (optimized) optimize(*l.module, resolved);
-    std::string s;
-    llvm::raw_string_ostream os(s);
-    l.module->print(os, nullptr);
-    return s;
-  }
-
- private:
   Compiler() {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
@@ -264,13 +282,21 @@ class Compiler {
     }
   }
 
+  // A target machine of its own for one compile (a TargetMachine is not
+  // shared between threads), generating code at `o.codegenLevel`.
+  std::unique_ptr<llvm::TargetMachine> targetMachine(const JitOptions& o) {
+    llvm::orc::JITTargetMachineBuilder b = *jtmb_;
+    b.setCodeGenOptLevel(llvm::CodeGenOptLevel(o.codegenLevel));
+    return expect(b.createTargetMachine(), "creating a target machine");
+  }
+
   // The new pass manager's pipeline at `o.optLevel`.
-  void optimize(llvm::Module& m, const JitOptions& o) {
+  void optimize(llvm::Module& m, const JitOptions& o, llvm::TargetMachine& tm) {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
     llvm::ModuleAnalysisManager mam;
-    llvm::PassBuilder pb(tm_.get());
+    llvm::PassBuilder pb(&tm);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);
@@ -297,12 +323,11 @@ class Compiler {
   }
 
   // The object file of an optimised module, generated at `o.codegenLevel`.
-  std::string emitObject(llvm::Module& m, const JitOptions& o) {
-    tm_->setOptLevel(llvm::CodeGenOptLevel(o.codegenLevel));
+  std::string emitObject(llvm::Module& m, llvm::TargetMachine& tm) {
     llvm::SmallVector<char, 0> buf;
     llvm::raw_svector_ostream os(buf);
     llvm::legacy::PassManager pm;
-    GSL_ASSERT(!tm_->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile),
+    GSL_ASSERT(!tm.addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile),
                "internal error: jit: the target cannot emit object files");
     pm.run(m);
     return std::string(buf.data(), buf.size());
@@ -317,7 +342,8 @@ class Compiler {
   // symbols become hidden globals; they are renamed after `symbol` first,
   // so that the parts of different programs, linked into one JITDylib,
   // never define the same name.
-  std::vector<std::string> emitObjects(llvm::Module& m, const JitOptions& o, const std::string& symbol) {
+  std::vector<std::string> emitObjects(llvm::Module& m, const JitOptions& o, llvm::TargetMachine& tm,
+                                       const std::string& symbol) {
     // A part is worth a thread only with enough code: below about
     // kInstructionsPerPart instructions, splitting, the bitcode round trip,
     // a target machine and an object of its own cost more than they save
@@ -332,7 +358,7 @@ class Compiler {
       }
     const unsigned parts = (unsigned)std::min<size_t>(
         {(size_t)std::max(1, o.compileThreads), functions, std::max<size_t>(1, instructions / kInstructionsPerPart)});
-    if (parts <= 1) return {emitObject(m, o)};
+    if (parts <= 1) return {emitObject(m, tm)};
     for (llvm::GlobalValue& gv : m.global_values())
       if (gv.hasLocalLinkage() && !gv.isDeclaration())
         gv.setName(symbol + ".l." + (gv.hasName() ? gv.getName().str() : std::string("unnamed")));
@@ -385,14 +411,17 @@ class Compiler {
   }
 
   // LLVM's two phases, timed for --trace and `gsl compile --time-passes`.
+  // Runs on the compiling thread with no lock held: the module, its
+  // context and the target machine are this compile's own.
   void optimizeAndEmit(llvm::Module& m, const JitOptions& o, const std::string& symbol,
                        std::vector<std::string>& objects) {
+    std::unique_ptr<llvm::TargetMachine> tm = targetMachine(o);
     {
       trace::Scope s("jit", "optimise");
-      optimize(m, o);
+      optimize(m, o, *tm);
     }
     trace::Scope s("jit", "codegen");
-    objects = emitObjects(m, o, symbol);
+    objects = emitObjects(m, o, *tm, symbol);
   }
 
   std::shared_ptr<const Compiled> compile(const ir::Function& f, const JitOptions& resolved) {
@@ -403,8 +432,10 @@ class Compiler {
     const JitCompileObserver& obs = observer();
     if (obs) obs(ev);
     const CompileCacheConfig& cfg = compileCacheConfig();
-    std::unique_lock<std::mutex> lock(compileMutex_);
-    // --trace: on the track of the rank that compiles; its "source" says
+    // Lowering, optimisation and code generation hold no lock (different
+    // functions compile at once on different threads, jitCompileAhead);
+    // compileMutex_ guards only the linked objects and the LLJIT.
+    // --trace: on the track of the thread that compiles; its "source" says
     // whether LLVM compiled it or it came from the persistent cache.
     trace::Scope traced("compile", f.name);
     // A fixed name while hashing, then one derived from the object key (so
@@ -433,16 +464,18 @@ class Compiler {
       if (!fn.isDeclaration() && fn.getName().starts_with("gsl_entry.")) fn.setName(symbol + fn.getName().substr(9).str());
     std::string object;  // the cache entry: packObjects(objects)
     std::vector<std::string> objects;
-    bool loaded = false, linked = false;
-    // An identical module may already be linked (checked again after
-    // waiting for another process, as a thread may have linked it then).
+    bool loaded = false;
+    // An identical module may already be linked (another function that
+    // lowered to the same code): checked before compiling, after waiting
+    // for another process, and again before linking.
     auto linkedBefore = [&] {
+      std::lock_guard<std::mutex> lock(compileMutex_);
       auto it = objects_.find(okey);
       if (it == objects_.end()) return false;
       c->fn = it->second;
       return true;
     };
-    linked = linkedBefore();
+    bool linked = linkedBefore();
     if (!linked && cfg.enabled && !cfg.dir.empty()) {
       ObjectStore store(cfg.dir, cfg.maxBytes);
       ObjectStore::Found found = store.load(okey, object);
@@ -450,14 +483,11 @@ class Compiler {
       if (found == ObjectStore::Found::Hit) {
         loaded = true;
       } else {
-        // One process compiles, the others wait for its entry; the
-        // in-process lock is not held while waiting.
-        lock.unlock();
+        // One process compiles, the others wait for its entry.
         ObjectStore::Lock fileLock = [&] {
           trace::Scope s("jit", "cache wait");
           return store.lock(okey);
         }();
-        lock.lock();
         linked = linkedBefore();
         if (!linked) {
           ObjectStore::Found again = store.load(okey, object);
@@ -481,14 +511,19 @@ class Compiler {
       if (loaded) loaded_++;
       ev.loaded = loaded;
       trace::Scope s("jit", "link");
-      for (size_t i = 0; i < objects.size(); ++i)
-        expect(jit_->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(objects[i], symbol + "." + std::to_string(i))),
-               "adding an object file");
-      auto addr = expect(jit_->lookup(symbol), "looking up a compiled function");
-      c->fn = addr.toPtr<jit::CompiledFn>();
-      objects_.emplace(okey, c->fn);
+      std::lock_guard<std::mutex> lock(compileMutex_);
+      auto it = objects_.find(okey);
+      if (it != objects_.end()) {
+        c->fn = it->second;  // linked by another thread meanwhile
+      } else {
+        for (size_t i = 0; i < objects.size(); ++i)
+          expect(jit_->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(objects[i], symbol + "." + std::to_string(i))),
+                 "adding an object file");
+        auto addr = expect(jit_->lookup(symbol), "looking up a compiled function");
+        c->fn = addr.toPtr<jit::CompiledFn>();
+        objects_.emplace(okey, c->fn);
+      }
     }
-    lock.unlock();
     const auto dt = std::chrono::steady_clock::now() - t0;
     nanos_ += (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(dt).count();
     ev.done = true;
@@ -511,7 +546,7 @@ class Compiler {
   std::unique_ptr<llvm::TargetMachine> tm_;
   std::unique_ptr<llvm::orc::JITTargetMachineBuilder> jtmb_;  // for code generation threads
   std::unique_ptr<llvm::orc::LLJIT> jit_;
-  std::mutex compileMutex_;  // the target machine, lowering and the LLJIT's compiles
+  std::mutex compileMutex_;  // objects_ and the LLJIT's linking
   std::mutex cacheMutex_;
   // Per resolved options: printed IR -> compiled function.
   std::vector<std::pair<JitOptions, std::unordered_map<std::string, Future>>> caches_;
@@ -519,6 +554,10 @@ class Compiler {
   std::unordered_map<std::string, jit::CompiledFn> objects_;
   std::atomic<uint64_t> compiles_{0}, loaded_{0}, rebuilt_{0}, nanos_{0};
 };
+
+// Nanoseconds the calling thread has spent getting functions ready to run:
+// compiling them, or waiting for another thread's compile.
+thread_local uint64_t threadReadyNanos = 0;
 
 // A workspace per thread, grown on demand (64-byte aligned).
 char* workspace(size_t bytes) {
@@ -588,7 +627,11 @@ class JitEngine : public Engine {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = known_.find(&f);
     if (it != known_.end()) return it->second;
+    const auto t0 = std::chrono::steady_clock::now();
     auto c = Compiler::get().lookup(f, opts_, functionKey(f));
+    threadReadyNanos += (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now() - t0)
+                            .count();
     known_.emplace(&f, c);
     return c;
   }
@@ -613,7 +656,11 @@ double jitCompileSeconds() { return Compiler::get().seconds(); }
 
 void setJitCompileObserver(JitCompileObserver o) { observer() = std::move(o); }
 
+double jitThreadReadySeconds() { return double(threadReadyNanos) * 1e-9; }
+
 void jitCompile(const ir::Function& f, const JitOptions& opts) { Compiler::get().lookup(f, opts); }
+
+void jitCompileAhead(const ir::Function& f, const JitOptions& opts) { Compiler::get().ahead(f, opts); }
 
 size_t jitPeakBytes(const ir::Function& f, const JitOptions& opts) {
   return Compiler::get().lookup(f, opts)->peakBytes;

@@ -9,7 +9,9 @@
 // rank, the params and the seed are run-time arguments, so the 64 rank
 // threads of an SPMD run share one compiled program. The cache is
 // thread-safe and compiles each distinct function exactly once per
-// options. An engine computes that key once per function it is called with
+// options; different functions compile at once on different threads (each
+// compile owns its LLVM context and target machine; only linking into the
+// LLJIT is serialised). An engine computes that key once per function it is called with
 // and then remembers the function by address, so a function must not
 // change while an engine that has called it lives.
 //
@@ -57,6 +59,11 @@ JitCacheStats jitCacheStats();
 // compiling or loading), summed over compiles.
 double jitCompileSeconds();
 
+// Wall seconds the calling thread has spent getting functions ready to run
+// (compiling them, or waiting for another thread's compile of them). The
+// run's throughput leaves this out of a rank's time.
+double jitThreadReadySeconds();
+
 // Told when a function starts compiling (done false) and when it is ready
 // (done true, with the seconds it took and whether its object came from
 // the persistent cache). Called on the compiling thread; set it before any
@@ -72,6 +79,13 @@ void setJitCompileObserver(JitCompileObserver o);
 
 // Compiles `f` now, if it is not cached yet (`gsl compile --time-passes`).
 void jitCompile(const ir::Function& f, const JitOptions& opts = {});
+
+// Compiles `f` now on the calling thread, unless it is compiled or being
+// compiled already (then returns at once); a compile error is kept for the
+// caller that runs `f`. Run by `gsl run`'s compile-ahead thread: the
+// functions a rank will call next compile while it compiles or runs the
+// current one (docs/compile-cache.md).
+void jitCompileAhead(const ir::Function& f, const JitOptions& opts = {});
 
 // Peak bytes of the workspace that holds `f`'s intermediate values, after
 // liveness-based buffer reuse (compiles `f` if it is not cached yet).

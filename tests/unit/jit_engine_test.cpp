@@ -221,6 +221,51 @@ TEST_CASE("jit: 64 threads calling one function compile it exactly once") {
   CHECK(jitCompileCount() - before == 1);
 }
 
+TEST_CASE("jit: different functions compile at once on different threads; compile ahead") {
+  // Eight different functions (a chain scaled by a different constant),
+  // each compiled on its own thread at the same moment: each right.
+  const int n = 8;
+  auto build = [](Builder& b, int k, const Tensor& x, const Tensor& y) {
+    Value* c = chain(b, b.arg(x), b.arg(y));
+    b.f.results = {b.op(OpKind::Mul, {c, b.constant(1.0 + k, {DType::F32, {}})})};
+  };
+  Tensor x = randF32({33, 17}), y = randF32({33, 17}, -1, 1, 7);
+  std::vector<Tensor> expect(n), got(n);
+  for (int k = 0; k < n; ++k) {
+    Builder ref;
+    build(ref, k, x, y);
+    expect[k] = interpret(ref.f, ref.args, {}).at(0);
+  }
+  const uint64_t before = jitCompileCount();
+  std::vector<std::thread> threads;
+  std::barrier<> start(n);
+  for (int k = 0; k < n; ++k)
+    threads.emplace_back([&, k] {
+      Builder b;
+      build(b, k, x, y);
+      auto engine = makeJitEngine({}, testOptions());
+      start.arrive_and_wait();
+      got[k] = engine->call(b.f, b.args).at(0);
+    });
+  for (auto& th : threads) th.join();
+  CHECK(jitCompileCount() - before == n);
+  for (int k = 0; k < n; ++k) compareTensors(got[k], expect[k], "function " + std::to_string(k));
+
+  // jitCompileAhead compiles a function not seen yet, once; a call then
+  // finds it compiled, and compiling it ahead again does nothing.
+  Builder b;
+  build(b, 100, x, y);
+  const uint64_t c0 = jitCompileCount();
+  jitCompileAhead(b.f, testOptions());
+  CHECK(jitCompileCount() - c0 == 1);
+  Tensor r = makeJitEngine({}, testOptions())->call(b.f, b.args).at(0);
+  jitCompileAhead(b.f, testOptions());
+  CHECK(jitCompileCount() - c0 == 1);
+  Builder ref;
+  build(ref, 100, x, y);
+  compareTensors(r, interpret(ref.f, ref.args, {}).at(0), "compiled ahead");
+}
+
 TEST_CASE("jit: one compiled per-rank program serves every rank (shard_slice, all_reduce, all_gather)") {
   const int n = 4;
   ir::Mesh mesh = lineMesh(n);
