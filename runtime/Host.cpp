@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -10,6 +11,8 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -177,7 +180,7 @@ class RankRunner : public HostWalker<HostValue> {
   };
   std::vector<Loop> loops_;
   std::chrono::steady_clock::time_point trainStart_;
-  double compileAtStart_ = 0;  // jitCompileSeconds() at trainStart_
+  double compileAtStart_ = 0;  // jitThreadReadySeconds() at trainStart_
   int64_t stepsRun_ = 0;
   bool progressShown_ = false;
   std::ofstream log_;
@@ -462,7 +465,7 @@ class RankRunner : public HostWalker<HostValue> {
     }
     if (stepsRun_ == 0) {
       trainStart_ = std::chrono::steady_clock::now();
-      compileAtStart_ = backend::jitCompileSeconds();
+      compileAtStart_ = backend::jitThreadReadySeconds();
     }
     std::vector<Tensor> res;
     try {
@@ -490,7 +493,7 @@ class RankRunner : public HostWalker<HostValue> {
   void report(int64_t t, double loss, int64_t tokens, bool examples) {
     if (rank_ != 0) return;
     // Compile time is not training time: tokens/s and the ETA leave it out.
-    const double compileS = backend::jitCompileSeconds() - compileAtStart_;
+    const double compileS = backend::jitThreadReadySeconds() - compileAtStart_;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - trainStart_).count();
     elapsed = std::max(elapsed - compileS, 1e-9);
     double tps = elapsed > 0 ? (double)(tokens * stepsRun_) / elapsed : 0;
@@ -772,6 +775,69 @@ class MemoryWalker : public ShardingWalk {
   }
 };
 
+// Compile ahead (JIT engine): the run's functions compile on threads
+// beside the ranks, so that the functions a rank calls are ready, or under
+// way, when it gets there. The walk (loop bodies once, both branches of an
+// if) lists the thunks' per-rank programs in the order it meets them;
+// `threads()` threads take them in that order, each the next one no one
+// has started: a function compiled or being compiled (by a rank, or by
+// another process sharing the disk cache) is skipped, and a rank that calls
+// a function under way waits for that compile. So the first functions
+// compile at once on as many cores. A compile error stays in the cache for
+// the rank that calls the function; an error of the walk only shortens the
+// list. The destructor stops the threads after the functions under way.
+class CompileAhead {
+ public:
+  // As many threads as the host has processors, at most 8.
+  static size_t threads() { return std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8); }
+
+  // `tracks`: empty, or one trace recorder per thread (--trace).
+  CompileAhead(SpmdProgram& spmd, const frontend::CheckedProgram& prog, const backend::JitOptions& jit,
+               std::vector<trace::Recorder>& tracks)
+      : lead_([this, &spmd, &prog, jit, &tracks] {
+          auto track = [&](size_t t) { return t < tracks.size() ? &tracks[t] : nullptr; };
+          trace::current = track(0);
+          List walk(spmd);
+          try {
+            walk.walk(prog.host.body);
+          } catch (...) {
+            // The rank that meets the same error reports it.
+          }
+          std::atomic<size_t> next{0};
+          auto work = [&] {
+            for (size_t i; !stop_ && (i = next++) < walk.functions.size();)
+              backend::jitCompileAhead(*walk.functions[i], jit);
+          };
+          std::vector<std::thread> more;
+          for (size_t t = 1; t < std::min(threads(), walk.functions.size()); ++t)
+            more.emplace_back([&, t] {
+              trace::current = track(t);
+              work();
+              trace::current = nullptr;
+            });
+          work();
+          for (std::thread& t : more) t.join();
+          trace::current = nullptr;
+        }) {}
+  ~CompileAhead() {
+    stop_ = true;
+    lead_.join();
+  }
+  CompileAhead(const CompileAhead&) = delete;
+  CompileAhead& operator=(const CompileAhead&) = delete;
+
+ private:
+  struct List : ShardingWalk {
+    explicit List(SpmdProgram& spmd) : ShardingWalk(spmd.programs()) {}
+    std::vector<const ir::Function*> functions;
+    void visit(const Thunk&, const ir::Function& f, bool) override {
+      if (std::find(functions.begin(), functions.end(), &f) == functions.end()) functions.push_back(&f);
+    }
+  };
+  std::atomic<bool> stop_{false};
+  std::thread lead_;  // walks, then compiles beside the others
+};
+
 MemoryEstimate estimate(SpmdProgram& spmd, const frontend::CheckedProgram& prog, const backend::JitOptions& jit) {
   MemoryEstimate est;
   MemoryWalker w(spmd, jit, est);
@@ -809,18 +875,28 @@ void showCompilation(const RunOptions& opts) {
     backend::setJitCompileObserver(nullptr);
     return;
   }
+  // Functions compile on several threads at once (the ranks' and the
+  // compile-ahead thread): each function's line is written whole when it is
+  // ready, and the last one started shows, unfinished, meanwhile.
   backend::setJitCompileObserver([](const backend::JitCompileEvent& e) {
     static std::mutex m;
+    static std::vector<std::pair<std::string, std::string>> pending;  // function, its line's start
     std::lock_guard<std::mutex> lock(m);
+    std::string ops = std::to_string(e.ops);
+    for (int i = (int)ops.size() - 3; i > 0; i -= 3) ops.insert((size_t)i, ",");
+    const std::string head = "compiling " + e.function + " (rank program, " + ops + " ops)... ";
     if (!e.done) {
-      std::string ops = std::to_string(e.ops);
-      for (int i = (int)ops.size() - 3; i > 0; i -= 3) ops.insert((size_t)i, ",");
-      std::cerr << "\r\033[Kcompiling " << e.function << " (rank program, " << ops << " ops)... " << std::flush;
-    } else {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.1f s", e.seconds);
-      std::cerr << (e.loaded ? "loaded from cache, " : "") << buf << "\n" << std::flush;
+      pending.emplace_back(e.function, head);
+      std::cerr << "\r\033[K" << head << std::flush;
+      return;
     }
+    auto it = std::find_if(pending.begin(), pending.end(), [&](const auto& p) { return p.first == e.function; });
+    if (it != pending.end()) pending.erase(it);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f s", e.seconds);
+    std::cerr << "\r\033[K" << head << (e.loaded ? "loaded from cache, " : "") << buf << "\n";
+    if (!pending.empty()) std::cerr << pending.back().second;
+    std::cerr << std::flush;
   });
 }
 
@@ -836,6 +912,14 @@ bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagn
   const bool tracing = !opts.tracePath.empty();
   std::vector<trace::Recorder> recorders(tracing ? (size_t)prog.module->np : 0);
   int64_t traceOrigin = trace::nowNs();
+  // The JIT's compile-ahead threads, from the ranks' start until their
+  // end (joined before the trace file is written), and their trace tracks.
+  const bool compilingAhead = opts.engine == Engine::Jit;
+  std::vector<trace::Recorder> aheadTracks(tracing && compilingAhead ? CompileAhead::threads() : 0);
+  std::optional<CompileAhead> ahead;
+  auto startAhead = [&] {
+    if (compilingAhead) ahead.emplace(spmd, prog, opts.jit, aheadTracks);
+  };
   auto body = [&](int rank, backend::Communicator& realComm) {
     // TEST-ONLY: GSL_TEST_FAULT may wrap the communicator (runtime/TestFaults.h).
     std::unique_ptr<backend::Communicator> faulty = faultInjectingComm(realComm, rank);
@@ -874,9 +958,12 @@ bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagn
         comm.barrier();
         traceOrigin = trace::nowNs();
       }
+      startAhead();
       body(comm.rank(), comm);
+      ahead.reset();
       if (tracing) {
-        auto all = gatherTraceEvents(comm, rankTraceEvents(comm.rank(), recorders[(size_t)comm.rank()], traceOrigin));
+        auto all = gatherTraceEvents(
+            comm, rankTraceEvents(comm.rank(), recorders[(size_t)comm.rank()], traceOrigin, aheadTracks));
         if (comm.rank() == 0) writeTraceFile(opts.tracePath, all);
       }
     } catch (const Interrupted&) {
@@ -889,14 +976,18 @@ bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagn
     }
     return !diags.hasErrors();
   }
+  startAhead();
   auto errors = runRanks((int)prog.module->np, body);
+  ahead.reset();
   if (auto e = rootCause(errors)) {
     report(e);  // rethrows Interrupted
     return false;
   }
   if (tracing) {
+    const std::vector<trace::Recorder> noTracks;
     std::vector<std::string> all;
-    for (size_t r = 0; r < recorders.size(); ++r) all.push_back(rankTraceEvents((int)r, recorders[r], traceOrigin));
+    for (size_t r = 0; r < recorders.size(); ++r)
+      all.push_back(rankTraceEvents((int)r, recorders[r], traceOrigin, r == 0 ? aheadTracks : noTracks));
     try {
       writeTraceFile(opts.tracePath, all);
     } catch (const std::exception& x) {

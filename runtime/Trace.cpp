@@ -84,28 +84,34 @@ std::string compileTimeReport(const trace::Recorder& rec, int64_t totalNs) {
   return out;
 }
 
-std::string rankTraceEvents(int rank, const trace::Recorder& rec, int64_t originNs) {
+std::string rankTraceEvents(int rank, const trace::Recorder& rec, int64_t originNs,
+                            const std::vector<trace::Recorder>& ahead) {
   json events = json::array();
   const std::string label = "rank " + std::to_string(rank);
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"ts", 0}, {"pid", rank}, {"tid", 0},
                     {"args", {{"name", label}}}});
   events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"ts", 0}, {"pid", rank}, {"tid", 0},
                     {"args", {{"sort_index", rank}}}});
-  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"ts", 0}, {"pid", rank}, {"tid", 0},
-                    {"args", {{"name", label}}}});
-  for (const trace::Event& e : rec.events) {
-    json args = json::object();
-    for (const auto& [k, v] : e.args) std::visit([&, &k = k](const auto& x) { args[k] = x; }, v);
-    json ev = {{"name", e.name},
-               {"cat", e.cat},
-               {"ph", "X"},
-               {"ts", (double)(e.startNs - originNs) / 1000.0},
-               {"dur", (double)std::max<int64_t>(e.durNs, 0) / 1000.0},
-               {"pid", rank},
-               {"tid", 0}};
-    if (!args.empty()) ev["args"] = std::move(args);
-    events.push_back(std::move(ev));
-  }
+  auto track = [&](const trace::Recorder& r, int tid, const std::string& name) {
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"ts", 0}, {"pid", rank}, {"tid", tid},
+                      {"args", {{"name", name}}}});
+    for (const trace::Event& e : r.events) {
+      json args = json::object();
+      for (const auto& [k, v] : e.args) std::visit([&, &k = k](const auto& x) { args[k] = x; }, v);
+      json ev = {{"name", e.name},
+                 {"cat", e.cat},
+                 {"ph", "X"},
+                 {"ts", (double)(e.startNs - originNs) / 1000.0},
+                 {"dur", (double)std::max<int64_t>(e.durNs, 0) / 1000.0},
+                 {"pid", rank},
+                 {"tid", tid}};
+      if (!args.empty()) ev["args"] = std::move(args);
+      events.push_back(std::move(ev));
+    }
+  };
+  track(rec, 0, label);
+  for (size_t t = 0; t < ahead.size(); ++t)
+    if (!ahead[t].events.empty()) track(ahead[t], (int)t + 1, "compile ahead " + std::to_string(t + 1));
   return events.dump();
 }
 

@@ -6,8 +6,10 @@
 // Each rank is a process (pid = rank) with one thread (tid 0), named by
 // metadata events ("ph": "M"); its events are complete events ("ph": "X",
 // ts and dur in microseconds from the start of the run) of the categories
-// compile, function, collective and wait. Under MPI, rank 0 gathers the
-// other ranks' events and writes the one file.
+// compile, function, collective and wait. The compile-ahead threads of a
+// process (runtime/Host.cpp) are further threads (tid 1, 2, ...) of its
+// first rank. Under MPI, rank 0 gathers the other ranks' events and writes the
+// one file.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -26,8 +28,12 @@ namespace gsl::runtime {
 std::string traceFileProblem(const std::string& path);
 
 // The trace events (metadata and complete events) of rank `rank`, with
-// times relative to `originNs` (support/Trace.h nowNs), as a JSON array.
-std::string rankTraceEvents(int rank, const trace::Recorder& rec, int64_t originNs);
+// times relative to `originNs` (support/Trace.h nowNs), as a JSON array;
+// the events of `ahead`, the process's compile-ahead threads, are further
+// threads of that process (tid 1, 2, ...: "compile ahead 1", ...; a thread
+// without events is left out).
+std::string rankTraceEvents(int rank, const trace::Recorder& rec, int64_t originNs,
+                            const std::vector<trace::Recorder>& ahead = {});
 
 // Writes the trace file from the ranks' event arrays (rankTraceEvents),
 // in rank order: to a temporary file next to `path`, renamed over it at
