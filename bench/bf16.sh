@@ -12,6 +12,7 @@
 set -u
 build=$(cd "$1" && pwd)
 src=$(cd "$(dirname "$0")/.." && pwd)
+. "$src/bench/openblas_env.sh"
 prog=$(cd "$src" && realpath "${2:-examples/transformer.gsl}")
 np=${3:-4}
 steps=${4:-50}

@@ -20,6 +20,7 @@
 set -u
 gsl=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 src=$(cd "$(dirname "$0")/.." && pwd)
+. "$src/bench/openblas_env.sh"
 prog=$(cd "$src" && realpath "${2:-examples/transformer.gsl}")
 np=${3:-1}
 runs=${4:-3}

@@ -14,6 +14,7 @@ build=$(cd "$1" && pwd)
 src=$(cd "$(dirname "$0")/.." && pwd)
 D=${2:-256} NH=${3:-8} HD=${4:-32} H=${5:-1024} pairs=${6:-3}
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+. "$src/bench/openblas_env.sh"
 ratios=()
 for ((p = 0; p < pairs; ++p)); do
   g=$("$build/bench/bench_train_step" width "$D" "$NH" "$HD" "$H" 10 60 | awk '/^gsl/ {print $2}')
