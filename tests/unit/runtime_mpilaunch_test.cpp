@@ -25,6 +25,7 @@ TEST_CASE("mpirun command: one host is shared memory only") {
   CHECK(cmd[0] == "mpirun");
   CHECK(has(cmd, {"-np", "4", "--oversubscribe"}));
   CHECK(has(cmd, {"--mca", "btl", "self,vader"}));
+  CHECK(has(cmd, {"--mca", "pml", "ob1"}));
   CHECK(has(cmd, {"-x", "GSL_MPI_LAUNCHER=1"}));
   CHECK(!has(cmd, {"--hostfile"}));
   // The program and its arguments come last, in order.
@@ -40,6 +41,7 @@ TEST_CASE("mpirun command: with hosts the transport is left to OpenMPI") {
   CHECK(has(cmd, {"--hostfile", "hosts.txt"}));
   CHECK(!has(cmd, {"btl"}));
   CHECK(!has(cmd, {"btl_vader_single_copy_mechanism"}));
+  CHECK(!has(cmd, {"pml"}));
 
   MpiLaunchOptions h;
   h.np = 8;
@@ -55,7 +57,14 @@ TEST_CASE("mpirun command: pass-through options follow gsl's own; a btl of the u
   o.mpirunArgs = {"--mca", "btl", "self,tcp", "--bind-to", "core"};
   auto cmd = mpirunCommand("gsl", {"run", "a.gsl"}, o, {});
   CHECK(!has(cmd, {"self,vader"}));
+  CHECK(!has(cmd, {"pml"}));
   CHECK(has(cmd, {"--mca", "btl", "self,tcp", "--bind-to", "core", "gsl", "run", "a.gsl"}));
+  // A pml of the user's replaces ob1; the btl stays the default.
+  o.mpirunArgs = {"--mca", "pml", "ucx"};
+  cmd = mpirunCommand("gsl", {"run", "a.gsl"}, o, {});
+  CHECK(has(cmd, {"--mca", "btl", "self,vader"}));
+  CHECK(!has(cmd, {"ob1"}));
+  CHECK(has(cmd, {"--mca", "pml", "ucx"}));
 }
 
 TEST_CASE("mpirun command: GSL_* variables reach the ranks on every host") {
