@@ -1,12 +1,17 @@
 #!/bin/sh
 # The bounded fuzz run of `make test` (ctest: fuzz_frontend; docs/fuzzing.md).
 #
-#   run_fuzz.sh FUZZ_BUILD_DIR SOURCE_DIR SECONDS [libFuzzer options...]
+#   run_fuzz.sh FUZZ_BUILD_DIR SOURCE_DIR LENGTH [libFuzzer options...]
+#
+# LENGTH is SECONDS (a number: fuzz that long, `make fuzz`) or runs=N (a
+# fixed number of executions, the seeds' included: what ctest's
+# fuzz_frontend does, with a fixed -seed; docs/fuzzing.md says how close
+# two such runs are).
 #
 # 1. Builds gsl_fuzz_frontend in FUZZ_BUILD_DIR (configuring it with
 #    clang-19 first when needed; a no-op when it is up to date).
 # 2. Replays every input under tests/fuzz/regressions/ (each once).
-# 3. Fuzzes for SECONDS seconds, seeded with every .gsl file under
+# 3. Fuzzes for LENGTH, seeded with every .gsl file under
 #    examples/, stdlib/, tests/ and editors/samples/ (collected now into a
 #    fresh temporary corpus, never copied into the tree; files over 8 KiB
 #    are left out), with tests/fuzz/gsl.dict.
@@ -16,8 +21,12 @@
 #   FUZZ_BUILD_DIR/tests/fuzz/gsl_fuzz_frontend FILE
 # and, once fixed, add it as a regression (tests/fuzz/regressions/ or tests/diag/).
 set -eu
-build=$1 src=$2 secs=$3
+build=$1 src=$2 length=$3
 shift 3
+case $length in
+  runs=*) limit="-runs=${length#runs=}" what="${length#runs=} executions" ;;
+  *)      limit="-max_total_time=$length" what="$length s" ;;
+esac
 fuzzer=$build/tests/fuzz/gsl_fuzz_frontend
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
@@ -63,7 +72,7 @@ echo "seeds: $i .gsl files (and $big over $maxlen bytes left out)"
 
 status=0
 # shellcheck disable=SC2086
-"$fuzzer" $limits -max_len=$maxlen -max_total_time="$secs" -print_final_stats=1 -dict="$src/tests/fuzz/gsl.dict" \
+"$fuzzer" $limits -max_len=$maxlen $limit -print_final_stats=1 -dict="$src/tests/fuzz/gsl.dict" \
   -artifact_prefix="$build/findings/" "$@" "$corpus" "$work/seeds" >"$build/fuzz.log" 2>&1 || status=$?
 # Coverage after the seeds (INITED) and at the end (DONE), and the totals.
 grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)' "$build/fuzz.log" || true
@@ -74,4 +83,4 @@ if [ "$status" -ne 0 ]; then
   echo "FAIL: the fuzzer found a problem (exit $status); input saved in $build/findings/"
   exit 1
 fi
-echo "PASS: $secs s of fuzzing, no findings"
+echo "PASS: $what of fuzzing${*:+ ($*)}, no findings"
