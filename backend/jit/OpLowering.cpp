@@ -25,10 +25,11 @@
 //
 // Numerics follow backend/Kernels.cpp: f32 sums and means accumulate in
 // double, max/min propagate NaN, casts saturate, i32 arithmetic wraps, and
-// the same formulas for gelu and sigmoid. Transcendentals are LLVM
-// intrinsics (llvm.log/sqrt/pow.f32); exp is a polynomial in straight-line
-// arithmetic and tanh is built from it; erf calls the C library's erff,
-// as the reference kernel.
+// the same formula for sigmoid (gelu: an equal one, 0.5 x (1 + tanh u) =
+// x / (1 + e^-2u)). Transcendentals are LLVM intrinsics
+// (llvm.log/sqrt/pow.f32); exp is a polynomial in straight-line arithmetic
+// (evaluated by FMA where the host has it) and tanh, sigmoid and gelu are
+// built from it; erf calls the C library's erff, as the reference kernel.
 #include "backend/jit/OpLowering.h"
 
 #include <llvm/IR/BasicBlock.h>
@@ -333,26 +334,39 @@ class OpLowering : public GemmEmitter {
   }
 
   llvm::Value* boolWord(llvm::Value* cond) { return b_.CreateZExt(cond, i32_); }
+  // a * b + c, fused where the host has FMA (llvm.fmuladd). Only inside
+  // the polynomials and range reductions of exp and tanh below: the user's
+  // own mul and add are never contracted, so they round as the
+  // interpreter's.
+  llvm::Value* fma(llvm::Value* a, llvm::Value* b, llvm::Value* c) {
+    return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {a->getType()}, {a, b, c});
+  }
+  llvm::Value* fma(llvm::Value* a, float b, float c) { return fma(a, f32c(b), f32c(c)); }
   // exp(x) in straight-line arithmetic, so loops that use it vectorise
   // (llvm.exp.f32 becomes a scalar expf call per element): Cephes' range
   // reduction x = n ln2 + r, |r| <= ln2/2, a degree-6 polynomial for e^r
-  // (relative error about 2e-7), and 2^n built from exponent bits in two
-  // factors so results down to the denormals are right. Beyond the f32
-  // range: +inf above 88.7228, 0 below -103.98; NaN stays NaN.
-  llvm::Value* pow2i(llvm::Value* k) {  // 2^k for i32 k in [-126, 127]
+  // (relative error about 2e-7). expCore returns e^r and n (as f32) for x
+  // already clamped to the f32 range.
+  std::pair<llvm::Value*, llvm::Value*> expCore(llvm::Value* xc) {
+    llvm::Value* fx = b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, fma(xc, 1.44269504088896341f, 0.5f));
+    llvm::Value* r = fma(fx, f32c(-0.693359375f), xc);
+    r = fma(fx, f32c(2.12194440e-4f), r);
+    llvm::Value* p = f32c(1.9875691500e-4f);
+    for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+      p = fma(p, r, f32c(c));
+    llvm::Value* y = b_.CreateFAdd(fma(p, b_.CreateFMul(r, r), r), f32c(1.0f));
+    return {y, fx};
+  }
+  // exp(x), the Exp op: 2^n built from exponent bits in two factors so
+  // results down to the denormals are right. Beyond the f32 range: +inf
+  // above 88.7228, 0 below -103.98; NaN stays NaN.
+  llvm::Value* pow2i(llvm::Value* k) {  // 2^k for i32 k in [-126, 127] (128: +inf)
     return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(k, b_.getInt32(127)), 23), f32_);
   }
   llvm::Value* exp(llvm::Value* x) {
     llvm::Value* xc = b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, x, f32c(89.0f));
     xc = b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, xc, f32c(-104.0f));
-    llvm::Value* fx = b_.CreateUnaryIntrinsic(
-        llvm::Intrinsic::floor, b_.CreateFAdd(b_.CreateFMul(xc, f32c(1.44269504088896341f)), f32c(0.5f)));
-    llvm::Value* r = b_.CreateFSub(xc, b_.CreateFMul(fx, f32c(0.693359375f)));
-    r = b_.CreateFSub(r, b_.CreateFMul(fx, f32c(-2.12194440e-4f)));
-    llvm::Value* p = f32c(1.9875691500e-4f);
-    for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
-      p = b_.CreateFAdd(b_.CreateFMul(p, r), f32c(c));
-    llvm::Value* y = b_.CreateFAdd(b_.CreateFAdd(b_.CreateFMul(b_.CreateFMul(p, r), r), r), f32c(1.0f));
+    auto [y, fx] = expCore(xc);
     llvm::Value* n = b_.CreateFPToSI(fx, i32_);
     llvm::Value* n1 = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax,
                                                b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, n, b_.getInt32(127)),
@@ -362,6 +376,18 @@ class OpLowering : public GemmEmitter {
                           llvm::ConstantFP::getInfinity(f32_), res);
     res = b_.CreateSelect(b_.CreateFCmpOLT(x, f32c(-103.97208404541015625f)), f32c(0.0f), res);
     return b_.CreateSelect(isNan(x), x, res);
+  }
+  // exp(x) saturated, for formulas that only need 1 + exp(x) (gelu): x
+  // clamped to [-87.3, 88.7] (one compare and select each way, as vminps
+  // and vmaxps), so 2^n is one factor in [2^-126, +inf]: no denormal
+  // results (below x = -87.3 about 2^-126), +inf from x = 88.38 on. A NaN
+  // x gives a finite value: the caller must propagate NaN through its
+  // other operands.
+  llvm::Value* expSaturated(llvm::Value* x) {
+    llvm::Value* xc = b_.CreateSelect(b_.CreateFCmpOLT(x, f32c(88.7f)), x, f32c(88.7f));
+    xc = b_.CreateSelect(b_.CreateFCmpOGT(xc, f32c(-87.3f)), xc, f32c(-87.3f));
+    auto [y, fx] = expCore(xc);
+    return b_.CreateFMul(y, pow2i(b_.CreateFPToSI(fx, i32_)));
   }
   llvm::Value* isNan(llvm::Value* x) { return b_.CreateFCmpUNO(x, x); }
 
@@ -374,7 +400,7 @@ class OpLowering : public GemmEmitter {
     t = b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, t, x);
     llvm::Value* x2 = b_.CreateFMul(x, x);
     llvm::Value* p = f32c(62.0f / 2835.0f);
-    for (float c : {-17.0f / 315.0f, 2.0f / 15.0f, -1.0f / 3.0f, 1.0f}) p = b_.CreateFAdd(b_.CreateFMul(p, x2), f32c(c));
+    for (float c : {-17.0f / 315.0f, 2.0f / 15.0f, -1.0f / 3.0f, 1.0f}) p = fma(p, x2, f32c(c));
     p = b_.CreateFMul(x, p);
     return b_.CreateSelect(b_.CreateFCmpOLT(ax, f32c(0.125f)), p, t);
   }
@@ -395,11 +421,16 @@ class OpLowering : public GemmEmitter {
       case OpKind::Sqrt: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
       case OpKind::Rsqrt: return b_.CreateFDiv(f32c(1.0f), b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x));
       case OpKind::Tanh: return tanh(x);
-      case OpKind::Gelu: {  // 0.5 x (1 + tanh(c (x + 0.044715 x^3))), c = sqrt(2 / pi)
-        const float c = std::sqrt(2.0f / (float)M_PI);
-        llvm::Value* cube = b_.CreateFMul(b_.CreateFMul(b_.CreateFMul(f32c(0.044715f), x), x), x);
-        llvm::Value* t = tanh(b_.CreateFMul(f32c(c), b_.CreateFAdd(x, cube)));
-        return b_.CreateFMul(b_.CreateFMul(f32c(0.5f), x), b_.CreateFAdd(f32c(1.0f), t));
+      case OpKind::Gelu: {
+        // 0.5 x (1 + tanh(u)), u = c (x + 0.044715 x^3), c = sqrt(2 / pi), as
+        // the reference kernel; with tanh(u) = 2 / (1 + e^-2u) - 1 that is
+        // x / (1 + e^-2u): one exp, one division, no branch to select. Its
+        // difference from the reference is largest in the negative tail,
+        // where the reference's 1 + tanh(u) cancels (absolute about 2^-25 |x|,
+        // and 0 once tanh(u) rounds to -1, near x = -5.3); the tests bound it.
+        const double c = std::sqrt(2.0 / M_PI);
+        llvm::Value* m2u = b_.CreateFMul(x, fma(b_.CreateFMul(x, x), (float)(-2 * c * 0.044715), (float)(-2 * c)));
+        return b_.CreateFDiv(x, b_.CreateFAdd(f32c(1.0f), expSaturated(m2u)));
       }
       case OpKind::Erf: {  // the C library's erff, as the reference kernel (std::erf)
         llvm::FunctionCallee erff = helper("erff", f32_, {f32_});

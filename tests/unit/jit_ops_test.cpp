@@ -91,6 +91,22 @@ TEST_CASE("jit: unary f32 ops") {
   }
 }
 
+// gelu is x / (1 + e^-2u) in the JIT and 0.5 x (1 + tanh u) in the
+// interpreter: every f32 step of 1/256 over [-16, 16] (the negative tail,
+// where the interpreter's 1 + tanh u cancels and then is 0), and the far
+// range where x^3 and e^-2u overflow. exp and tanh (their polynomials by
+// FMA) over the same points.
+TEST_CASE("jit: gelu, exp and tanh over a dense range") {
+  std::vector<float> v;
+  for (int i = -16 * 256; i <= 16 * 256; ++i) v.push_back((float)i / 256.0f);
+  for (float big : {20.0f, 45.0f, 87.0f, 88.5f, 89.0f, 1e5f, 1e13f, 1e20f, 3e38f}) {
+    v.push_back(big);
+    v.push_back(-big);
+  }
+  Tensor x = f32({(int64_t)v.size()}, v);
+  for (OpKind k : {OpKind::Gelu, OpKind::Exp, OpKind::Tanh}) checkOp(k, {x});
+}
+
 TEST_CASE("jit: unary i32 and bool ops") {
   Tensor x = i32({6}, {0, 5, -7, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), -1});
   for (OpKind k : {OpKind::Neg, OpKind::Relu, OpKind::Abs, OpKind::Copy}) checkOp(k, {x});
