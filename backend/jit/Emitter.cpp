@@ -5,7 +5,9 @@
 #include <llvm/IR/DerivedTypes.h>
 #include <llvm/IR/Function.h>
 #include <llvm/IR/MDBuilder.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Verifier.h>
+#include <llvm/TargetParser/Triple.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include "support/Diagnostics.h"
@@ -116,10 +118,44 @@ void Emitter::store(llvm::Value* v, llvm::Value* base, llvm::Value* off) {
 
 // A new scope: stores from here on are in it. Starts every op, and every
 // phase of an op that reads what an earlier phase wrote through loadIn.
-void Emitter::newScope() {
+void Emitter::newScope(bool stream) {
   llvm::MDBuilder mdb(c_);
   if (!domain_) domain_ = mdb.createAnonymousAliasScopeDomain("gsl");
-  scope_ = llvm::MDNode::get(c_, {mdb.createAnonymousAliasScope(domain_, "op")});
+  scope_ = llvm::MDNode::get(c_, {mdb.createAnonymousAliasScope(domain_, stream ? kStreamScope : "op")});
+}
+
+// Vector stores in a kStreamScope scope that the optimiser proved aligned
+// to their size become non-temporal (vmovntps on x86: the cache lines are
+// written without being read first), and the function's returns are
+// preceded by a store fence, so that the results are visible to whoever
+// reads them next, on any thread.
+void markStreamingStores(llvm::Module& m) {
+  const bool x86 = llvm::Triple(m.getTargetTriple()).isX86();
+  for (llvm::Function& fn : m) {
+    bool marked = false;
+    for (llvm::BasicBlock& bb : fn)
+      for (llvm::Instruction& in : bb) {
+        auto* st = llvm::dyn_cast<llvm::StoreInst>(&in);
+        if (!st || !st->getValueOperand()->getType()->isVectorTy()) continue;
+        const uint64_t bytes = m.getDataLayout().getTypeStoreSize(st->getValueOperand()->getType());
+        llvm::MDNode* scopes = st->getMetadata(llvm::LLVMContext::MD_alias_scope);
+        if (!scopes || st->getAlign().value() < bytes || !x86) continue;
+        bool stream = false;
+        for (const llvm::MDOperand& op : scopes->operands())
+          if (auto* sc = llvm::dyn_cast<llvm::MDNode>(op.get()); sc && sc->getNumOperands() > 2)
+            if (auto* name = llvm::dyn_cast<llvm::MDString>(sc->getOperand(2).get()))
+              stream |= name->getString() == kStreamScope;
+        if (!stream) continue;
+        st->setMetadata(llvm::LLVMContext::MD_nontemporal,
+                        llvm::MDNode::get(m.getContext(), {llvm::ConstantAsMetadata::get(
+                                                              llvm::ConstantInt::get(llvm::Type::getInt32Ty(m.getContext()), 1))}));
+        marked = true;
+      }
+    if (!marked) continue;
+    for (llvm::BasicBlock& bb : fn)
+      if (auto* ret = llvm::dyn_cast<llvm::ReturnInst>(bb.getTerminator()))
+        llvm::IRBuilder<>(ret).CreateIntrinsic(llvm::Intrinsic::x86_sse_sfence, {}, {});
+  }
 }
 
 llvm::FunctionCallee Emitter::helper(const char* name, llvm::Type* ret, llvm::ArrayRef<llvm::Type*> args) {

@@ -28,6 +28,13 @@
 
 namespace gsl::backend::jit {
 
+// The name of the alias scope of stores that stream a large result to
+// memory (Emitter::newScope(true)), and the pass that makes them
+// non-temporal once the optimiser has vectorised them (run after the
+// optimisation pipeline; a no-op on targets other than x86).
+inline constexpr const char* kStreamScope = "op.stream";
+void markStreamingStores(llvm::Module& m);
+
 class Emitter {
   friend struct LoopLowering;  // LowerLoop.cpp: the loop op and its indexing ops
 
@@ -80,7 +87,9 @@ class Emitter {
   void store(llvm::Value* v, llvm::Value* base, llvm::Value* off);
   // A new scope: stores from here on are in it. Starts every op, and every
   // phase of an op that reads what an earlier phase wrote through loadIn.
-  void newScope();
+  // `stream`: its name is kStreamScope, which asks for non-temporal vector
+  // stores (markStreamingStores, after optimisation).
+  void newScope(bool stream = false);
 
   llvm::FunctionCallee helper(const char* name, llvm::Type* ret, llvm::ArrayRef<llvm::Type*> args);
 

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "backend/jit/Codegen.h"
+#include "backend/jit/Emitter.h"
 #include "backend/jit/ObjectCache.h"
 #include "backend/jit/Runtime.h"
 #include "ir/Printer.h"
@@ -89,8 +90,9 @@ std::string functionKey(const ir::Function& f) {
 
 // Bumped whenever the optimisation pipeline or the object format changes
 // in a way the generated LLVM IR does not show.
-// (2: the objects of a module's code generation parts, packed, packObjects.)
-constexpr const char* kPipelineVersion = "parts-2";
+// (2: the objects of a module's code generation parts, packed, packObjects;
+// 3: markStreamingStores after the pipeline.)
+constexpr const char* kPipelineVersion = "parts-3";
 
 // Several object files as one cache entry: "gsl-objects N\n", then per
 // object its size in decimal and "\n", then the objects' bytes in order.
@@ -307,6 +309,7 @@ class Compiler {
                                                             : llvm::OptimizationLevel::O3;
     llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(level);
     mpm.run(m, mam);
+    jit::markStreamingStores(m);
   }
 
   // The key of a lowered module in the persistent cache: its unoptimised

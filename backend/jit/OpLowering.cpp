@@ -631,13 +631,38 @@ class OpLowering : public GemmEmitter {
     for (auto& s : st) sp.push_back(&s);
     collapse(space, sp);
     llvm::Value* out = ptr(r);
-    map(space, st, [&](const std::vector<llvm::Value*>&, const std::vector<llvm::Value*>& offs) {
-      LeafOffsets lo;
-      for (size_t k = 0; k < leaves.size(); ++k) lo[leaves[k]] = offs[k];
-      llvm::Value* v = evalOp(op, lo);
-      store(r->type.dtype == DType::BF16 ? narrowBF16(v) : v, out, offs.back());
-    });
+    auto body = [&] {
+      map(space, st, [&](const std::vector<llvm::Value*>&, const std::vector<llvm::Value*>& offs) {
+        LeafOffsets lo;
+        for (size_t k = 0; k < leaves.size(); ++k) lo[leaves[k]] = offs[k];
+        llvm::Value* v = evalOp(op, lo);
+        store(r->type.dtype == DType::BF16 ? narrowBF16(v) : v, out, offs.back());
+      });
+    };
+    // A large result of the function, written once: when its buffer is
+    // 64-byte aligned (results are, unless a loop writes a row of one), a
+    // copy of the loop that knows it, whose vector stores become
+    // non-temporal (markStreamingStores): the result's cache lines are not
+    // read from memory before they are overwritten.
+    if (plan_.storage.at(r).kind != Storage::Output || bytesOf(r) < kStreamBytes) return body();
+    auto* aligned = llvm::BasicBlock::Create(c_, "stream", fn_);
+    auto* other = llvm::BasicBlock::Create(c_, "stream.unaligned", fn_);
+    auto* done = llvm::BasicBlock::Create(c_, "stream.end", fn_);
+    b_.CreateCondBr(b_.CreateICmpEQ(b_.CreateAnd(b_.CreatePtrToInt(out, i64_), i64c(63)), i64c(0)), aligned, other);
+    b_.SetInsertPoint(aligned);
+    b_.CreateAlignmentAssumption(m_.getDataLayout(), out, 64);
+    llvm::MDNode* scope = scope_;
+    newScope(/*stream=*/true);
+    body();
+    scope_ = scope;
+    b_.CreateBr(done);
+    b_.SetInsertPoint(other);
+    body();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
   }
+  // Results of at least this many bytes are streamed (above).
+  static constexpr size_t kStreamBytes = size_t(16) << 20;
 
   // Accumulates over `space` into acc[accSt . i]: acc = combine(acc, value)
   // with value(offsets of `st`, acc offset). When the innermost dim is

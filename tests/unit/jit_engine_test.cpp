@@ -138,6 +138,26 @@ TEST_CASE("jit: a 5-op elementwise chain is one loop with no intermediate buffer
   CHECK(opt.find("x float>") != std::string::npos);  // vector code
 }
 
+TEST_CASE("jit: a large elementwise result is streamed with non-temporal stores") {
+  // 16 MiB of result: the loop has a copy for an aligned buffer, whose
+  // vector stores are non-temporal (x86), followed by a store fence.
+  Builder b;
+  Value* x = b.arg(randF32({1024, 4096}));
+  Value* y = b.arg(randF32({4096}, -1, 1, 5));
+  b.check1(b.op(OpKind::Gelu, {b.op(OpKind::Add, {b.op(OpKind::Mul, {x, y}), y})}));
+  std::string opt = jitEmitLLVM(b.f, /*optimized=*/true, testOptions());
+#if defined(__x86_64__)
+  CHECK(opt.find("x float>") != std::string::npos);
+  CHECK(opt.find("!nontemporal") != std::string::npos);
+  CHECK(opt.find("@llvm.x86.sse.sfence") != std::string::npos);
+#endif
+  // A small result is not.
+  Builder s;
+  Value* sx = s.arg(randF32({33, 65}));
+  s.check1(s.op(OpKind::Gelu, {sx}));
+  CHECK(jitEmitLLVM(s.f, true, testOptions()).find("!nontemporal") == std::string::npos);
+}
+
 TEST_CASE("jit: a reduction of a fused chain reads no intermediate buffer") {
   Builder b;
   Value* x = b.arg(randF32({16, 100}));
