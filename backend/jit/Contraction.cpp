@@ -66,9 +66,10 @@ void chooseGemmCode(Gemm& g, const JitOptions& o) {
     g.M = t.N, g.N = t.M;
     g.rsA = t.csB, g.csA = t.rsB, g.rsB = t.csA, g.csB = t.rsA, g.rsC = t.csC, g.csC = t.rsC;
   }
-  // K blocks of kc: a kc x nr panel of B stays in L1 (24 KiB with AVX2's
-  // nr = 16; 32 KiB with AVX-512's nr = 32, hence 256 there).
-  const int64_t kcMax = o.vectorWidth >= 16 ? 256 : 384;
+  // K blocks of kc: a kc x nr panel of B (24 KiB with AVX2's nr = 16,
+  // 48 KiB with AVX-512's nr = 32) stays in L1 or near it. 384 for both
+  // widths by measurement (below).
+  const int64_t kcMax = 384;
   g.kc = g.K <= kcMax * 3 / 2 ? std::max<int64_t>(g.K, 1) : kcMax;
   // Packing pays when many row blocks reuse a panel (and removes the cache
   // conflicts of power-of-two row strides).
@@ -86,6 +87,12 @@ void chooseGemmCode(Gemm& g, const JitOptions& o) {
   // JIT/OpenBLAS 1.24 without L2 blocking (kc 256), 1.13 with mc 252 and
   // kc 256, 1.01 / 0.99 / 1.00 with kc 384 and mc 336 / 504 / 420; at
   // 1024^3 1.13 without, 1.00 with mc 384 and kc 384.
+  // AVX-512 host (Xeon VM, 48 KiB L1d, 2 MiB L2; OPENBLAS_CORETYPE=SkylakeX,
+  // 7 pairs at 2048^3, 11 at 1024^3, one or two runs each, +-0.05 noise),
+  // with the kernel's prefetch of the next C tile: JIT/OpenBLAS at
+  // 1024^3 / 2048^3 1.04 / 1.10 with kc 256 and mc 384, 1.02-1.04 /
+  // 1.04-1.08 with kc 384 and mc 384; kc 256-512 with mc 192-1024 and
+  // mr 12 or 14 rows no better.
   const int64_t mc = 384;
   if (g.packA && g.M > mc) g.mc = std::max<int64_t>(mc / mr, 1) * mr;  // whole row blocks
   if (g.pack) {

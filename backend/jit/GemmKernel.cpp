@@ -61,7 +61,8 @@ void GemmEmitter::gemmDots(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm::
 // The generated GEMM kernel, written with explicit vectors: an mr x nr
 // block of C (nr = 2 vector widths) stays in 2 mr vector registers while
 // k runs, each step one broadcast of A per row and two vector loads of B;
-// edges use masked loads and stores. Sizes and strides are constants.
+// edges use masked loads and stores; each block prefetches the C tile of
+// the next row block. Sizes and strides are constants.
 // Requires g.csC == 1, and g.csB == 1 unless B is packed.
 void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm::Value* c) {
   const int vw = opts_.vectorWidth, mr = kernelRows(vw);
@@ -106,6 +107,19 @@ void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm
                                                  : (llvm::Value*)b_.CreateAlignedLoad(vt, p, llvm::Align(4));
         init.push_back(b_.CreateSelect(first, zero, old));
       }
+    // Prefetch the C tile of the next row block (rows at C's row stride
+    // defeat the hardware prefetcher): its loads at that block's start
+    // would otherwise stall every accumulator on a cache miss.
+    if (rows == mr && g.M > mr) {
+      llvm::Function* pf = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::prefetch, {ptr_});
+      for (int64_t r = 0; r < mr; ++r) {
+        llvm::Value* row = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateAdd(i0, i64c(mr + r)), i64c(g.M - 1));
+        for (int64_t col = 0; col < cols; col += 16) {
+          llvm::Value* p = gep(f32_, c, b_.CreateAdd(b_.CreateMul(row, i64c(g.rsC)), b_.CreateAdd(j0, i64c(col))));
+          b_.CreateCall(pf, {p, b_.getInt32(1), b_.getInt32(3), b_.getInt32(1)});
+        }
+      }
+    }
     std::vector<llvm::Value*> acc = loopAcc(kn, init, [&](llvm::Value* kk, const std::vector<llvm::Value*>& in) {
       llvm::Value* k = b_.CreateAdd(k0, kk);
       std::vector<llvm::Value*> bv;
@@ -183,7 +197,7 @@ void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm
     return;
   }
   // K blocks outside (C is revisited once per block of kc), then column
-  // panels (a kc x nr panel of B, 32 KiB with AVX-512, stays in L1 for
+  // panels (a kc x nr panel of B, 48 KiB with AVX-512, stays in L1 for
   // every row block), row blocks inside. Each C element still sums its k
   // in order.
   auto rowBlocks = [&](llvm::Value* j0, int64_t cols, llvm::Value* k0, int64_t kn) {
