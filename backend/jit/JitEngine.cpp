@@ -7,6 +7,7 @@
 #include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/Bitcode/BitcodeWriter.h>
@@ -22,6 +23,8 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Transforms/Utils/SplitModule.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -178,6 +181,52 @@ JitOptions resolve(const JitOptions& opts) {
   return r;
 }
 
+// `gsl run --perf-map` (jitWritePerfMap): every function linked into the
+// LLJIT, kernels included, appended as "address size name" to
+// /tmp/perf-PID.map, the file `perf report` reads to name JIT code.
+std::atomic<bool> perfMapOn{false};
+
+class PerfMapPlugin : public llvm::orc::ObjectLinkingLayer::Plugin {
+ public:
+  // A named function of the graph (a defined symbol with a size, in an
+  // executable section).
+  static bool executableCode(const llvm::jitlink::Symbol& sym) {
+    return sym.hasName() && sym.getSize() && sym.isDefined() &&
+           ((unsigned)sym.getBlock().getSection().getMemProt() & (unsigned)llvm::orc::MemProt::Exec);
+  }
+
+  void modifyPassConfig(llvm::orc::MaterializationResponsibility&, llvm::jitlink::LinkGraph&,
+                        llvm::jitlink::PassConfiguration& config) override {
+    if (!perfMapOn) return;
+    // The kernels' local symbols are not referenced (calls are relocated
+    // against their section), so dead stripping would drop them and their
+    // names; they are kept (their code is kept anyway).
+    config.PrePrunePasses.push_back([](llvm::jitlink::LinkGraph& g) -> llvm::Error {
+      for (llvm::jitlink::Symbol* sym : g.defined_symbols())
+        if (executableCode(*sym)) sym->setLive(true);
+      return llvm::Error::success();
+    });
+    config.PostFixupPasses.push_back([](llvm::jitlink::LinkGraph& g) -> llvm::Error {
+      static std::mutex m;
+      std::lock_guard<std::mutex> lock(m);
+      const std::string path = "/tmp/perf-" + std::to_string(::getpid()) + ".map";
+      if (FILE* f = std::fopen(path.c_str(), "a")) {
+        for (const llvm::jitlink::Symbol* sym : g.defined_symbols())
+          if (executableCode(*sym))
+            std::fprintf(f, "%llx %llx %s\n", (unsigned long long)sym->getAddress().getValue(),
+                         (unsigned long long)sym->getSize(), sym->getName().str().c_str());
+        std::fclose(f);
+      }
+      return llvm::Error::success();
+    });
+  }
+  llvm::Error notifyFailed(llvm::orc::MaterializationResponsibility&) override { return llvm::Error::success(); }
+  llvm::Error notifyRemovingResources(llvm::orc::JITDylib&, llvm::orc::ResourceKey) override {
+    return llvm::Error::success();
+  }
+  void notifyTransferringResources(llvm::orc::JITDylib&, llvm::orc::ResourceKey, llvm::orc::ResourceKey) override {}
+};
+
 class Compiler {
  public:
   static Compiler& get() {
@@ -264,6 +313,8 @@ class Compiler {
     tm_ = expect(jtmb.createTargetMachine(), "creating the target machine");
     jtmb_ = std::make_unique<llvm::orc::JITTargetMachineBuilder>(jtmb);
     jit_ = expect(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(), "creating the LLJIT");
+    if (auto* layer = llvm::dyn_cast<llvm::orc::ObjectLinkingLayer>(&jit_->getObjLinkingLayer()))
+      layer->addPlugin(std::make_unique<PerfMapPlugin>());
     // Every runtime helper is an absolute symbol of the main JITDylib.
     llvm::orc::SymbolMap syms;
     for (auto& [name, addr] : jit::runtimeSymbols())
@@ -664,6 +715,8 @@ double jitThreadReadySeconds() { return double(threadReadyNanos) * 1e-9; }
 void jitCompile(const ir::Function& f, const JitOptions& opts) { Compiler::get().lookup(f, opts); }
 
 void jitCompileAhead(const ir::Function& f, const JitOptions& opts) { Compiler::get().ahead(f, opts); }
+
+void jitWritePerfMap(bool on) { perfMapOn = on; }
 
 size_t jitPeakBytes(const ir::Function& f, const JitOptions& opts) {
   return Compiler::get().lookup(f, opts)->peakBytes;

@@ -87,6 +87,12 @@ void jitCompile(const ir::Function& f, const JitOptions& opts = {});
 // current one (docs/compile-cache.md).
 void jitCompileAhead(const ir::Function& f, const JitOptions& opts = {});
 
+// With `on`, every function linked from then on (entry functions and
+// their kernels) is appended as "address size name" to /tmp/perf-PID.map,
+// so that `perf record` / `perf report` name the JIT's code (`gsl run
+// --perf-map`, docs/trace.md).
+void jitWritePerfMap(bool on);
+
 // Peak bytes of the workspace that holds `f`'s intermediate values, after
 // liveness-based buffer reuse (compiles `f` if it is not cached yet).
 size_t jitPeakBytes(const ir::Function& f, const JitOptions& opts = {});

@@ -223,6 +223,9 @@ int main(int argc, char** argv) {
   std::string tracePath;
   run->add_option("--trace", tracePath,
                   "write a Chrome/Perfetto trace of the run (compiles, calls, collectives, waits) to this file");
+  bool perfMap = false;
+  run->add_flag("--perf-map", perfMap,
+                "append the JIT's functions and kernels to /tmp/perf-PID.map, for perf report (docs/trace.md)");
   std::string maxMemory;
   run->add_option("--max-memory", maxMemory,
                   "refuse to start when one rank would need more memory than this (512M, 8G; 0: no check; "
@@ -417,6 +420,7 @@ int main(int argc, char** argv) {
     ro.resume = resume;
     ro.logPath = logPath;
     ro.tracePath = tracePath;
+    gsl::backend::jitWritePerfMap(perfMap);
     ro.progress = !noProgress;
     {
       gsl::backend::CompileCacheConfig cc;
