@@ -130,7 +130,7 @@ void Emitter::newScope(bool stream) {
 // preceded by a store fence, so that the results are visible to whoever
 // reads them next, on any thread.
 void markStreamingStores(llvm::Module& m) {
-  const bool x86 = llvm::Triple(m.getTargetTriple()).isX86();
+  if (!llvm::Triple(m.getTargetTriple()).isX86()) return;
   for (llvm::Function& fn : m) {
     bool marked = false;
     for (llvm::BasicBlock& bb : fn)
@@ -139,7 +139,7 @@ void markStreamingStores(llvm::Module& m) {
         if (!st || !st->getValueOperand()->getType()->isVectorTy()) continue;
         const uint64_t bytes = m.getDataLayout().getTypeStoreSize(st->getValueOperand()->getType());
         llvm::MDNode* scopes = st->getMetadata(llvm::LLVMContext::MD_alias_scope);
-        if (!scopes || st->getAlign().value() < bytes || !x86) continue;
+        if (!scopes || st->getAlign().value() < bytes) continue;
         bool stream = false;
         for (const llvm::MDOperand& op : scopes->operands())
           if (auto* sc = llvm::dyn_cast<llvm::MDNode>(op.get()); sc && sc->getNumOperands() > 2)

@@ -436,22 +436,7 @@ class Compiler {
           errors[i] = llvm::toString(mod.takeError());
           return;
         }
-        llvm::orc::JITTargetMachineBuilder b = *jtmb_;
-        b.setCodeGenOptLevel(llvm::CodeGenOptLevel(o.codegenLevel));
-        auto tm = b.createTargetMachine();
-        if (!tm) {
-          errors[i] = llvm::toString(tm.takeError());
-          return;
-        }
-        llvm::SmallVector<char, 0> buf;
-        llvm::raw_svector_ostream os(buf);
-        llvm::legacy::PassManager pm;
-        if ((*tm)->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile)) {
-          errors[i] = "the target cannot emit object files";
-          return;
-        }
-        pm.run(**mod);
-        objects[i].assign(buf.data(), buf.size());
+        objects[i] = emitObject(**mod, *targetMachine(o));
       } catch (const std::exception& e) {
         errors[i] = e.what();
       }
@@ -522,12 +507,15 @@ class Compiler {
     // An identical module may already be linked (another function that
     // lowered to the same code): checked before compiling, after waiting
     // for another process, and again before linking.
-    auto linkedBefore = [&] {
-      std::lock_guard<std::mutex> lock(compileMutex_);
+    auto linkedLocked = [&] {  // compileMutex_ held
       auto it = objects_.find(okey);
       if (it == objects_.end()) return false;
       c->fn = it->second;
       return true;
+    };
+    auto linkedBefore = [&] {
+      std::lock_guard<std::mutex> lock(compileMutex_);
+      return linkedLocked();
     };
     bool linked = linkedBefore();
     if (!linked && cfg.enabled && !cfg.dir.empty()) {
@@ -566,10 +554,7 @@ class Compiler {
       ev.loaded = loaded;
       trace::Scope s("jit", "link");
       std::lock_guard<std::mutex> lock(compileMutex_);
-      auto it = objects_.find(okey);
-      if (it != objects_.end()) {
-        c->fn = it->second;  // linked by another thread meanwhile
-      } else {
+      if (!linkedLocked()) {  // else linked by another thread meanwhile
         for (size_t i = 0; i < objects.size(); ++i)
           expect(jit_->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(objects[i], symbol + "." + std::to_string(i))),
                  "adding an object file");
