@@ -11,6 +11,7 @@
 //      bytes (time ratios of the best runs, and the median ratio of
 //      alternating pairs in thread CPU time); the page faults (getrusage
 //      minflt) per call once warm;
+//      (`bench_jit shape M K N`: this part alone, at one shape);
 //   3. JIT compile time of the MLP and the Transformer training step.
 // The JIT runs with the options the GSL_JIT_* variables ask for (JitOptions.h),
 // e.g. GSL_JIT_GEMM=eigen to measure Eigen's GEMMs through the engine.
@@ -151,6 +152,8 @@ int main(int argc, char** argv) {
   const bool onlyElementwise = argc > 1 && std::string(argv[1]) == "elementwise";
   // `bench_jit matmul`: part 1 only, at 1024 and 2048.
   const bool onlyMatmul = argc > 1 && std::string(argv[1]) == "matmul";
+  // `bench_jit shape M K N`: part 1 at that one shape (21 pairs).
+  const bool onlyShape = argc == 5 && std::string(argv[1]) == "shape";
   Eigen::setNbThreads(1);
   backend::KernelContext ctx;
   auto jit = backend::makeJitEngine(ctx, backend::jitOptionsFromEnvironment());
@@ -161,36 +164,49 @@ int main(int argc, char** argv) {
   std::printf("1. matmul, single thread, GFLOP/s (best of runs)\n");
   const Sgemm sgemm = quick ? nullptr : loadOpenBlas();
   if (!quick && !sgemm) std::printf("   (libopenblas.so.0 not found: no OpenBLAS reference)\n");
-  std::vector<int64_t> sizes = quick ? std::vector<int64_t>{64} : std::vector<int64_t>{256, 512, 1024, 2048};
+  // Square sizes n^3, or `bench_jit shape M K N`: C[M,N] = A[M,K] B[K,N] alone.
+  struct Mkn {
+    int64_t m, k, n;
+  };
+  std::vector<Mkn> sizes;
+  for (int64_t n : quick ? std::vector<int64_t>{64} : std::vector<int64_t>{256, 512, 1024, 2048}) sizes.push_back({n, n, n});
   if (onlyElementwise) sizes.clear();
-  if (onlyMatmul) sizes = {1024, 2048};
-  for (int64_t n : sizes) {
+  if (onlyMatmul) sizes = {{1024, 1024, 1024}, {2048, 2048, 2048}};
+  if (onlyShape) sizes = {{std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4])}};
+  for (auto [m, k, n] : sizes) {
     ir::Function& f = *functions.emplace_back(std::make_unique<ir::Function>());
-    f.name = "mm" + std::to_string(n);
-    auto* a = f.addArg({ir::DType::F32, {n, n}});
-    auto* b = f.addArg({ir::DType::F32, {n, n}});
+    f.name = "mm" + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
+    auto* a = f.addArg({ir::DType::F32, {m, k}});
+    auto* b = f.addArg({ir::DType::F32, {k, n}});
     f.results = {op(f, ir::OpKind::MatMul, {a, b})};
-    auto A = randomTensor({n, n}), B = randomTensor({n, n});
+    auto A = randomTensor({m, k}), B = randomTensor({k, n});
     jit->call(f, {A, B});  // compile + warm up
-    int reps = n >= 2048 ? 3 : 5;
+    const bool big = m * k * n >= (int64_t)2048 * 2048 * 2048;
+    int reps = big ? 3 : 5;
     double tj = best(reps, [&] { jit->call(f, {A, B}); });
-    Eigen::Map<const Eigen::Matrix<float, -1, -1, Eigen::RowMajor>> EA(A.f32(), n, n), EB(B.f32(), n, n);
-    Eigen::Matrix<float, -1, -1, Eigen::RowMajor> EC(n, n);
+    Eigen::Map<const Eigen::Matrix<float, -1, -1, Eigen::RowMajor>> EA(A.f32(), m, k), EB(B.f32(), k, n);
+    Eigen::Matrix<float, -1, -1, Eigen::RowMajor> EC(m, n);
     EC.noalias() = EA * EB;
     double te = best(reps, [&] { EC.noalias() = EA * EB; });
-    double fl = 2.0 * n * n * n;
-    std::printf("   %5lld: JIT %7.1f   Eigen %7.1f   ratio JIT/Eigen = %.2f", (long long)n, fl / tj / 1e9,
-                fl / te / 1e9, te / tj);
+    double fl = 2.0 * m * n * k;
+    if (m == k && k == n)
+      std::printf("   %5lld: JIT %7.1f   Eigen %7.1f   ratio JIT/Eigen = %.2f", (long long)n, fl / tj / 1e9,
+                  fl / te / 1e9, te / tj);
+    else
+      std::printf("   %lldx%lldx%lld: JIT %7.1f   Eigen %7.1f   ratio JIT/Eigen = %.2f", (long long)m, (long long)k,
+                  (long long)n, fl / tj / 1e9, fl / te / 1e9, te / tj);
     if (sgemm) {
       // Row-major C = A B (CblasRowMajor 101, CblasNoTrans 111).
-      backend::Tensor C = randomTensor({n, n});
-      auto blas = [&] { sgemm(101, 111, 111, n, n, n, 1.0f, A.f32(), n, B.f32(), n, 0.0f, C.f32(), n); };
+      backend::Tensor C = randomTensor({m, n});
+      auto blas = [&] {
+        sgemm(101, 111, 111, (int)m, (int)n, (int)k, 1.0f, A.f32(), (int)k, B.f32(), (int)n, 0.0f, C.f32(), (int)n);
+      };
       blas();
       const backend::Tensor J = jit->call(f, {A, B})[0];
       double maxRel = 0;
-      for (int64_t i = 0; i < n * n; ++i)
+      for (int64_t i = 0; i < m * n; ++i)
         maxRel = std::max(maxRel, (double)std::fabs(J.f32()[i] - C.f32()[i]) / (1e-3 + std::fabs(C.f32()[i])));
-      const int pairs = n >= 2048 ? 7 : 11;
+      const int pairs = onlyShape ? 21 : big ? 7 : 11;
       std::vector<double> ratio, jt, bt;
       for (int r = 0; r < pairs; ++r) {
         jt.push_back(once([&] { jit->call(f, {A, B}); }));
@@ -204,7 +220,7 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
 
-  if (onlyMatmul) return 0;
+  if (onlyMatmul || onlyShape) return 0;
   std::printf("2. fused elementwise gelu(x * w + b), f32\n");
   int64_t N = quick ? (1 << 16) : (1 << 24);
   {

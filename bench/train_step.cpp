@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 
+#include "backend/jit/JitEngine.h"
 #include "frontend/Frontend.h"
 #include "passes/Pipeline.h"
 #include "runtime/Host.h"
@@ -68,6 +69,9 @@ static Result run(int64_t np, int64_t dp, int64_t steps) {
 }
 
 int main(int argc, char** argv) {
+  // GSL_PERF_MAP=1: the JIT's code named in /tmp/perf-PID.map for `perf
+  // report` (as gsl run --perf-map, docs/trace.md).
+  if (const char* e = std::getenv("GSL_PERF_MAP"); e && *e == '1') gsl::backend::jitWritePerfMap(true);
   if (argc == 8 && std::string(argv[1]) == "width") {
     const char* names[] = {"D", "NH", "HD", "H"};
     for (int i = 0; i < 4; ++i) extraDefines[names[i]] = std::atoll(argv[2 + i]);
