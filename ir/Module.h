@@ -67,6 +67,10 @@ struct Module {
   // Mixed precision (--autocast bf16, passes/Autocast.h): the dtype f32
   // matmuls and einsums run in. None: everything as written.
   std::optional<DType> autocast;
+  // Loops' backward passes recompute their whole body (--remat) instead of
+  // reading the matmul and einsum results the forward loop saved
+  // (passes/Autodiff.cpp, docs/loops.md): less memory, more compute.
+  bool remat = false;
 
   const Optimizer* findOptimizer(const std::string& name) const;
   const Mesh* findMesh(const std::string& name) const;

@@ -47,13 +47,13 @@ void propagateActive(const std::vector<Op*>& ops, ValueSet& active, const std::s
 void accumulate(ir::GradBuilder& b, Value*& slot, Value* g) { slot = slot ? b.add(slot, g) : g; }
 
 void loopVjp(ir::GradBuilder& b, Op& loop, const std::vector<Value*>& resultAdj,
-             const std::vector<bool>& wanted, std::vector<Value*>& og);
+             const std::vector<bool>& wanted, std::vector<Value*>& og, bool remat);
 
 // The reverse sweep over `fwd` (ops of b's function, in program order):
 // turns the adjoints in `adj` (seeded by the caller, active values only)
 // into adjoints of every active value; param ops add theirs to `paramAdj`.
 void sweep(ir::GradBuilder& b, const std::vector<Op*>& fwd, const ValueSet& active, AdjointMap& adj,
-           std::map<std::string, Value*>* paramAdj) {
+           std::map<std::string, Value*>* paramAdj, bool remat) {
   for (auto it = fwd.rbegin(); it != fwd.rend(); ++it) {
     Op* op = *it;
     std::vector<Value*> resultAdj;
@@ -74,7 +74,7 @@ void sweep(ir::GradBuilder& b, const std::vector<Op*>& fwd, const ValueSet& acti
     for (Value* v : op->operands) wanted.push_back(active.count(v) > 0);
     std::vector<Value*> og(op->operands.size(), nullptr);
     if (op->kind == OpKind::Loop) {
-      loopVjp(b, *op, resultAdj, wanted, og);
+      loopVjp(b, *op, resultAdj, wanted, og, remat);
     } else {
       b.setWanted(wanted);
       b.setFloatDType(resultAdj[0] ? resultAdj[0]->type.dtype : DType::F32);  // bf16 regions: bf16 scalars
@@ -115,18 +115,83 @@ bool readPerIteration(const ir::Function& body, const Value* v, int64_t trip) {
   return true;
 }
 
+
+// Step 4b of loopVjp: `recomputed` are the clones in g's function (the
+// backward body) of `body`'s ops, in order. Every contraction clone whose
+// result a live op of the backward body reads is replaced: its forward
+// value is appended to `residuals`, the backward body gets an argument
+// (the T stacked values) and, right after the clone, a dynamic_index of it
+// at iteration `i`, which every reader then reads instead. The dead
+// recomputation is then removed.
+void saveContractions(ir::GradBuilder& g, const ir::Function& body, const std::vector<Op*>& recomputed, Value* i,
+                      int64_t T, std::vector<Value*>& residuals) {
+  ir::Function& bb = g.function();
+  // Live values of the backward body (what its results need).
+  auto live = [&] {
+    ValueSet l(bb.results.begin(), bb.results.end());
+    for (size_t n = bb.ops.size(); n-- > 0;) {
+      bool used = false;
+      for (const Value* r : bb.ops[n]->results) used |= l.count(r) > 0;
+      if (used)
+        for (const Value* v : bb.ops[n]->operands) l.insert(v);
+    }
+    return l;
+  };
+  const ValueSet needed = live();
+  std::unordered_map<const Op*, Op*> rowOf;  // a replaced clone -> the dynamic_index op that replaces it
+  std::unordered_map<const Value*, Value*> replace;
+  for (size_t n = 0; n < recomputed.size(); ++n) {
+    Op* c = recomputed[n];
+    if (c->info().cls != ir::OpClass::Contraction || !needed.count(c->result)) continue;
+    residuals.push_back(body.ops[n]->result);
+    Value* row = g.op(OpKind::DynamicIndex, {bb.addArg(stackedType(c->result->type, T)), i});
+    rowOf[c] = row->def;
+    replace[c->result] = row;
+  }
+  if (rowOf.empty()) return;
+  // Each dynamic_index (appended last) goes right after its clone; readers
+  // read it.
+  std::unordered_set<const Op*> moved;
+  for (auto& [c, d] : rowOf) moved.insert(d);
+  std::vector<std::unique_ptr<Op>> ops, rows;
+  for (auto& op : bb.ops) (moved.count(op.get()) ? rows : ops).push_back(std::move(op));
+  std::unordered_map<const Op*, std::unique_ptr<Op>> rowPtr;
+  for (auto& d : rows) rowPtr[d.get()] = std::move(d);
+  bb.ops.clear();
+  for (auto& op : ops) {
+    Op* c = op.get();
+    bb.ops.push_back(std::move(op));
+    if (auto it = rowOf.find(c); it != rowOf.end()) bb.ops.push_back(std::move(rowPtr.at(it->second)));
+  }
+  for (auto& op : bb.ops)
+    for (Value*& v : op->operands)
+      if (auto it = replace.find(v); it != replace.end()) v = it->second;
+  for (Value*& r : bb.results)
+    if (auto it = replace.find(r); it != replace.end()) r = it->second;
+  // The recomputation no longer needed (the replaced clones, and what only
+  // they read) goes.
+  const ValueSet now = live();
+  std::erase_if(bb.ops, [&](const std::unique_ptr<Op>& op) {
+    for (const Value* r : op->results)
+      if (now.count(r)) return false;
+    return true;
+  });
+}
+
 // The VJP of a loop: given the adjoints of its results (nullptr: none),
 // sets og[k] to the adjoint of operand k where wanted[k].
 //
 // The forward loop is extended to also output its carried inputs of every
-// iteration, stacked (saved[j][i] = carried value j entering iteration i).
-// The backward loop runs the other way; iteration i reads the saved carry,
-// recomputes the body from it (rematerialisation) and applies the body's
-// VJP: carried adjoints flow to iteration i-1, gradients of invariants are
-// summed into carried accumulators, or, for an invariant read only as
-// dynamic_index(v, i), emitted as row i of a stacked output.
+// iteration, stacked (saved[j][i] = carried value j entering iteration i),
+// and the results of its contractions (unless `remat`). The backward loop
+// runs the other way; iteration i reads the saved carry and contractions,
+// recomputes the rest of the body from them (rematerialisation; all of it
+// with `remat`) and applies the body's VJP: carried adjoints flow to
+// iteration i-1, gradients of invariants are summed into carried
+// accumulators, or, for an invariant read only as dynamic_index(v, i),
+// emitted as row i of a stacked output.
 void loopVjp(ir::GradBuilder& b, Op& loop, const std::vector<Value*>& resultAdj,
-             const std::vector<bool>& wanted, std::vector<Value*>& og) {
+             const std::vector<bool>& wanted, std::vector<Value*>& og, bool remat) {
   ir::Function& f = b.function();
   const ir::LoopInfo L(loop);
   ir::Function& body = *loop.body;
@@ -213,7 +278,7 @@ void loopVjp(ir::GradBuilder& b, Op& loop, const std::vector<Value*>& resultAdj,
     Value* y = map.at(body.results[nc + gys[a]]);
     if (active.count(y)) accumulate(g, adj[y], g.op(OpKind::DynamicIndex, {gyArg[a], i}));
   }
-  sweep(g, recomputed, active, adj, nullptr);
+  sweep(g, recomputed, active, adj, nullptr, remat);
   g.setLoc(loop.loc);
   auto adjointOr0 = [&](const Value* v, const Value* like) {
     auto it = adj.find(v);
@@ -234,6 +299,20 @@ void loopVjp(ir::GradBuilder& b, Op& loop, const std::vector<Value*>& resultAdj,
       row = g.constant(0.0, t.dtype, t.shape);
     }
     bb->results.push_back(row);
+  }
+
+  // 4b. Saved contractions (JAX's checkpoint_dots policy): the result of
+  //     every matmul or einsum of the body that the backward body still
+  //     needs is an extra per-iteration output of the forward loop, and
+  //     the backward body reads its row instead of recomputing it; only the
+  //     cheap ops between them (elementwise, reductions, softmax) are
+  //     recomputed. With --remat (Module::remat) all of the body is
+  //     recomputed.
+  std::vector<Value*> residuals;  // forward body values, saved stacked
+  if (!remat) saveContractions(g, body, recomputed, i, T, residuals);
+  for (Value* r : residuals) {
+    body.results.push_back(r);
+    operands.push_back(f.addResult(&loop, stackedType(r->type, T)));
   }
 
   // 5. The backward loop, and the operands' adjoints from its results.
@@ -285,7 +364,7 @@ Gradients appendGradient(const ir::Module& m, ir::Function& f, Value* loss,
     b.setLoc(loss->def ? loss->def->loc : f.loc);
     adj[loss] = b.scalar(1.0);
   }
-  sweep(b, fwd, active, adj, &paramAdj);
+  sweep(b, fwd, active, adj, &paramAdj, m.remat);
   b.setLoc(f.loc);
 
   Gradients out;

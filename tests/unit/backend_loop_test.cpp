@@ -208,6 +208,26 @@ TEST_CASE("loop: the interpreter gives the unrolled twin's values") {
   CHECK(std::fabs(a[0].item()) > 0.1);  // not trivially zero
 }
 
+TEST_CASE("loop: with --remat the backward pass recomputes the whole body, to the same gradients") {
+  Model lp, un;
+  buildLoop(lp);
+  buildUnrolled(un);
+  lp.m.remat = true;
+  Inputs in;
+  size_t forwardOps = lp.f.ops.size();
+  std::vector<Tensor> a = runWithGradients(lp, in), b = runWithGradients(un, in);
+  const char* names[] = {"loss", "final h", "aux sum", "stacked h", "dw", "dx", "db"};
+  for (size_t r = 0; r < a.size(); ++r) checkClose(a[r], b[r], r < 4 ? 1e-6 : 1e-5, names[r]);
+  // The forward loop saves its carried inputs (h, aux) only; the backward
+  // body runs the body's matmul again beside the VJP's two.
+  CHECK(ir::LoopInfo(*lp.f.ops[2]).outputs == 3);
+  int matmuls = 0;
+  for (size_t o = forwardOps; o < lp.f.ops.size(); ++o)
+    if (lp.f.ops[o]->kind == OpKind::Loop)
+      for (const auto& op : lp.f.ops[o]->body->ops) matmuls += op->kind == OpKind::MatMul;
+  CHECK(matmuls == 3);
+}
+
 TEST_CASE("loop: gradients equal the unrolled twin's and finite differences") {
   Model lp, un;
   buildLoop(lp);
@@ -230,11 +250,17 @@ TEST_CASE("loop: gradients equal the unrolled twin's and finite differences") {
         // gradient is stacked per iteration (w is read as w[i] only).
         CHECK(li.carried == 3);
         CHECK(li.outputs == 1);
+        // The body's matmul is read from the forward loop's saved rows,
+        // not recomputed: its two matmuls are the VJP's (dh and dw).
+        int matmuls = 0;
+        for (const auto& op : lp.f.ops[o]->body->ops) matmuls += op->kind == OpKind::MatMul;
+        CHECK(matmuls == 2);
       }
     CHECK(loops == 1);
-    // The forward loop also saves its carried inputs (h, aux) per iteration.
+    // The forward loop also saves its carried inputs (h, aux) and its
+    // matmul's result per iteration.
     ir::LoopInfo fwd(*lp.f.ops[2]);
-    CHECK(fwd.outputs == 3);
+    CHECK(fwd.outputs == 4);
     // It prints, parses back and prints the same.
     ir::Module copy;
     copy.params = lp.m.params;

@@ -35,6 +35,7 @@ struct Common {
   int64_t np = 1;
   std::vector<std::string> defines;
   std::string autocast;  // --autocast bf16: mixed precision (passes/Autocast.h)
+  bool remat = false;    // --remat: loops' backward passes recompute their whole body
 };
 
 void addCommon(CLI::App* app, Common& c) {
@@ -44,6 +45,9 @@ void addCommon(CLI::App* app, Common& c) {
   app->add_option("--autocast", c.autocast,
                   "mixed precision: run f32 matmuls and einsums in this dtype (bf16), params stay f32")
       ->check(CLI::IsMember({"bf16"}));
+  app->add_flag("--remat", c.remat,
+                "training: a loop's backward pass recomputes its whole body instead of reading the matmul and "
+                "einsum results the forward pass saved (less memory, more compute; docs/loops.md)");
 }
 
 // Parses -D NAME=VALUE items; a malformed one is a usage error.
@@ -103,6 +107,7 @@ std::unique_ptr<gsl::frontend::CheckedProgram> build(const Common& c, gsl::Sourc
     return nullptr;
   }
   if (c.autocast == "bf16") prog->module->autocast = gsl::ir::DType::BF16;
+  prog->module->remat = c.remat;
   gsl::passes::runGlobalPipeline(*prog->module, print);
   rc = 0;
   return prog;
