@@ -93,15 +93,31 @@ void chooseGemmCode(Gemm& g, const JitOptions& o) {
   // 1024^3 / 2048^3 1.04 / 1.10 with kc 256 and mc 384, 1.02-1.04 /
   // 1.04-1.08 with kc 384 and mc 384; kc 256-512 with mc 192-1024 and
   // mr 12 or 14 rows no better.
-  const int64_t mc = 384;
-  if (g.packA && g.M > mc) g.mc = std::max<int64_t>(mc / mr, 1) * mr;  // whole row blocks
+  //
+  // Above mc rows and nc columns the BLIS order (Gemm::nc) instead, 12
+  // rows per kernel block: A's mr x kc sliver stays in L1 and B's kc x nc
+  // block in L2. At 2048^3 on the AVX-512 host (OpenBLAS SkylakeX, 21
+  // pairs a run, three or four runs each, +-0.04 noise): JIT/OpenBLAS
+  // 1.06-1.10 with mc 384 as above; with the BLIS order and mr 8, nc
+  // 256 / 384 / 512 / 768 / 1024: 1.06 / 0.98-1.07 / 0.99-1.09 / 1.08 /
+  // 1.22; nc 384 with mr 12 / 14: 1.01-1.03 / 1.01-1.03; kc 512 and 768
+  // with mr 12: 0.98-1.02 and 1.01-1.06.
+  const int64_t mc = 384, nc = 384;
+  g.mr = mr;
+  if (g.packA && g.M > mc && g.N > nc) {
+    g.nc = nc;
+    g.mr = kernelRowsStreamed(o.vectorWidth);
+  } else if (g.packA && g.M > mc) {
+    g.mc = std::max<int64_t>(mc / mr, 1) * mr;  // whole row blocks
+  }
   if (g.pack) {
     g.packTemp = g.tempBytes;
-    g.tempBytes += (size_t)(g.kc * (g.mc ? (g.N + nr - 1) / nr * nr : nr)) * 4;
+    const int64_t cols = g.nc ? g.nc : g.mc ? (g.N + nr - 1) / nr * nr : nr;
+    g.tempBytes += (size_t)(g.kc * cols) * 4;
   }
   if (g.packA) {
     g.packATemp = g.tempBytes;
-    g.tempBytes += (size_t)((g.mc ? g.mc : (g.M + mr - 1) / mr * mr) * g.kc) * 4;
+    g.tempBytes += (size_t)((g.mc ? g.mc : (g.M + g.mr - 1) / g.mr * g.mr) * g.kc) * 4;
   }
 }
 

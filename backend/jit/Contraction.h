@@ -56,12 +56,23 @@ struct Gemm {
   // then A in blocks of mc rows (mc x kc, at packATemp), each run against
   // every column panel.
   int64_t mc = 0;
+  // When nc > 0 instead (both packed, large M and N): the BLIS order. Per
+  // K block, all of A is packed (row blocks of kc x mr, at packATemp; in
+  // L3), then B in blocks of nc columns (column panels of kc x nr, at
+  // packTemp; together in L2); each row block of A (in L1) runs against
+  // every column panel of the block, streamed from L2.
+  int64_t nc = 0;
+  // The kernel's rows (kernelRows, or kernelRowsStreamed with nc).
+  int mr = 0;
 };
 
 // Register blocking of the generated GEMM kernel for `vw` f32 lanes: an
 // mr x nr block of C (2 mr vector registers: 16 of AVX-512's 32, 12 of
 // AVX2's 16).
 inline int kernelRows(int vw) { return vw >= 16 ? 8 : 6; }
+// With Gemm::nc, B's panels stream from L2: more rows per loaded B vector
+// (24 of AVX-512's 32 registers; AVX2 keeps 6).
+inline int kernelRowsStreamed(int vw) { return vw >= 16 ? 12 : 6; }
 inline int64_t kernelCols(int vw) { return 2 * (int64_t)vw; }
 
 // The GEMM plan of `op` with its code chosen for `opts` (vectorWidth

@@ -62,10 +62,11 @@ void GemmEmitter::gemmDots(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm::
 // block of C (nr = 2 vector widths) stays in 2 mr vector registers while
 // k runs, each step one broadcast of A per row and two vector loads of B;
 // edges use masked loads and stores; each block prefetches the C tile of
-// the next row block. Sizes and strides are constants.
+// the next row block (in the BLIS order, Gemm::nc: of the next column
+// panel). Sizes and strides are constants.
 // Requires g.csC == 1, and g.csB == 1 unless B is packed.
 void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm::Value* c) {
-  const int vw = opts_.vectorWidth, mr = kernelRows(vw);
+  const int vw = opts_.vectorWidth, mr = g.mr;
   const int64_t nr = kernelCols(vw);
   auto* vt = llvm::FixedVectorType::get(f32_, vw);
   llvm::Value* zero = llvm::Constant::getNullValue(vt);
@@ -110,7 +111,18 @@ void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm
     // Prefetch the C tile of the next row block (rows at C's row stride
     // defeat the hardware prefetcher): its loads at that block's start
     // would otherwise stall every accumulator on a cache miss.
-    if (rows == mr && g.M > mr) {
+    if (g.nc > 0 && rows == mr) {
+      // BLIS order: the next tile is the next column panel's (same rows).
+      llvm::Function* pf = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::prefetch, {ptr_});
+      for (int64_t r = 0; r < mr; ++r) {
+        llvm::Value* row = b_.CreateAdd(i0, i64c(r));
+        for (int64_t col = 0; col < nr; col += 16) {
+          llvm::Value* cc = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateAdd(j0, i64c(nr + col)), i64c(g.N - 1));
+          llvm::Value* p = gep(f32_, c, b_.CreateAdd(b_.CreateMul(row, i64c(g.rsC)), cc));
+          b_.CreateCall(pf, {p, b_.getInt32(1), b_.getInt32(3), b_.getInt32(1)});
+        }
+      }
+    } else if (rows == mr && g.M > mr) {
       llvm::Function* pf = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::prefetch, {ptr_});
       for (int64_t r = 0; r < mr; ++r) {
         llvm::Value* row = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateAdd(i0, i64c(mr + r)), i64c(g.M - 1));
@@ -166,6 +178,37 @@ void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm
     if (rows % mr) block(b_.CreateAdd(r0, i64c(rows / mr * mr)), rows % mr, j0, cols, k0, kn);
   };
   const int64_t panelsN = g.N / nr, lastCols = g.N % nr;
+  if (g.nc > 0) {
+    // BLIS order (Gemm::nc): per K block, A's kc x M block packed as row
+    // blocks; per block of nc columns, its kc x nr panels packed; then
+    // every row block against every panel of the column block.
+    auto panelPtr = [&](llvm::Value* jb) { return gep(f32_, pack, b_.CreateMul(jb, i64c(kc * nr))); };
+    auto colBlock = [&](llvm::Value* jc, int64_t cols, llvm::Value* k0, int64_t kn) {
+      const int64_t pn = cols / nr, last = cols % nr;
+      auto forPanels = [&](const std::function<void(llvm::Value*, llvm::Value*, int64_t)>& body) {
+        if (pn) loop(pn, [&](llvm::Value* jb) { body(jb, b_.CreateAdd(jc, b_.CreateMul(jb, i64c(nr))), nr); });
+        if (last) body(i64c(pn), b_.CreateAdd(jc, i64c(pn * nr)), last);
+      };
+      forPanels([&](llvm::Value* jb, llvm::Value* j0, int64_t n) { packPanel(panelPtr(jb), b, g.rsB, g.csB, j0, n, k0, kn); });
+      auto rowBlock = [&](llvm::Value* i0, int64_t rows) {
+        forPanels([&](llvm::Value* jb, llvm::Value* j0, int64_t n) {
+          bp = panelPtr(jb), bRs = nr, bj0 = i64c(0);
+          block(i0, rows, j0, n, k0, kn);
+        });
+      };
+      if (g.M / mr) loop(g.M / mr, [&](llvm::Value* ib) { rowBlock(b_.CreateMul(ib, i64c(mr)), mr); });
+      if (g.M % mr) rowBlock(i64c(g.M / mr * mr), g.M % mr);
+    };
+    auto kBlock = [&](llvm::Value* k0, int64_t kn) {
+      packRows(packA, a, g, i64c(0), g.M, k0, kn);
+      aRow0 = i64c(0);
+      if (g.N / g.nc) loop(g.N / g.nc, [&](llvm::Value* jcb) { colBlock(b_.CreateMul(jcb, i64c(g.nc)), g.nc, k0, kn); });
+      if (g.N % g.nc) colBlock(i64c(g.N / g.nc * g.nc), g.N % g.nc, k0, kn);
+    };
+    if (g.K / kc) loop(g.K / kc, [&](llvm::Value* kb) { kBlock(b_.CreateMul(kb, i64c(kc)), kc); });
+    if (g.K % kc) kBlock(i64c(g.K / kc * kc), g.K % kc);
+    return;
+  }
   if (g.mc > 0) {
     // L2/L3 blocking (GotoBLAS / BLIS order): per K block, B's whole
     // kc x N block is packed as column panels (kc x nr each; together in
@@ -221,7 +264,7 @@ void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm
 // (alias scope as packPanel).
 void GemmEmitter::packRows(llvm::Value* p, llvm::Value* a, const Gemm& g, llvm::Value* r0, int64_t rows,
                            llvm::Value* k0, int64_t kn) {
-  const int64_t mr = kernelRows(opts_.vectorWidth), kc = g.kc;
+  const int64_t mr = g.mr, kc = g.kc;
   llvm::MDBuilder mdb(c_);
   llvm::MDNode* packScope = llvm::MDNode::get(c_, {mdb.createAnonymousAliasScope(domain_, "packA")});
   auto rowsOf = [&](llvm::Value* i0, int64_t n) {  // i0: relative to r0

@@ -192,6 +192,7 @@ TEST_CASE("jit: matmul, big, odd and batched") {
       {{1, 300}, {300, 40}},         // M = 1
       {{600, 300}, {300, 200}},      // L2 blocks of A's rows (and a remainder block)
       {{530, 700}, {700, 100}},      // L2 blocks, K blocks, an edge column panel
+      {{401, 700}, {700, 803}},      // BLIS order: edge rows, K blocks, an edge column block and panel
   };
   for (auto& c : cases) {
     INFO(ir::shapeStr(c[0]) << " @ " << ir::shapeStr(c[1]));
@@ -225,6 +226,7 @@ TEST_CASE("jit: einsum specs") {
       {"pqk,kr->prq", {{3, 4, 5}, {5, 6}}},  // M labels split in the result: copied out
       {"bqd,bkd->bqk", {{3, 50, 20}, {3, 60, 20}}},  // B^T: packed panels of B
       {"bqd,bkd->bqk", {{2, 400, 40}, {2, 300, 40}}},  // B^T, packed A, L2 blocks, edge panel
+      {"bqd,bkd->bqk", {{1, 450, 40}, {1, 500, 40}}},  // B^T, BLIS order, edge column block
       {"bnqh,nhd->bqd", {{2, 3, 30, 8}, {3, 8, 50}}},  // A copied, B^T
       {"bqd,nhd->bnqh", {{2, 30, 50}, {3, 8, 50}}},    // B^T, C copied out
       {"kij,kl->lij", {{40, 6, 7}, {40, 50}}},         // A^T B, C^T = B^T A^T
