@@ -951,14 +951,19 @@ bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagn
     }
   };
   if (opts.mpi) {
+    // The compile-ahead threads start before MPI_Init (0.1 s or more), which
+    // they do not need (they make no MPI calls; MPI_THREAD_FUNNELED) -
+    // except with --trace, where they start after the barrier that sets
+    // the ranks' common time origin, so that their events come after it.
+    if (!tracing) startAhead();
     MpiComm comm;
     mpiComm = &comm;
     try {
       if (tracing) {  // the ranks' clocks start together (to the barrier's skew)
         comm.barrier();
         traceOrigin = trace::nowNs();
+        startAhead();
       }
-      startAhead();
       body(comm.rank(), comm);
       ahead.reset();
       if (tracing) {
