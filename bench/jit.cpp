@@ -147,6 +147,9 @@ static double compileMs(const std::string& path, int64_t np, std::map<std::strin
 }
 
 int main(int argc, char** argv) {
+  // GSL_PERF_MAP=1: the JIT's code named in /tmp/perf-PID.map for `perf
+  // report` (as gsl run --perf-map, docs/trace.md).
+  if (const char* e = std::getenv("GSL_PERF_MAP"); e && *e == '1') backend::jitWritePerfMap(true);
   bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   // `bench_jit elementwise`: part 2 only (for paired runs).
   const bool onlyElementwise = argc > 1 && std::string(argv[1]) == "elementwise";

@@ -173,14 +173,18 @@ void Emitter::checkStatus(llvm::Value* status) {
 
 // for (iv = 0; iv < n; ++iv) body(iv), n a constant. The builder is left
 // after the loop.
-void Emitter::loop(int64_t n, const std::function<void(llvm::Value*)>& body) {
-  loopAcc(n, {}, [&](llvm::Value* iv, const std::vector<llvm::Value*>&) {
-    body(iv);
-    return std::vector<llvm::Value*>{};
-  });
+void Emitter::loop(int64_t n, const std::function<void(llvm::Value*)>& body, bool vectorize) {
+  loopAcc(
+      n, {},
+      [&](llvm::Value* iv, const std::vector<llvm::Value*>&) {
+        body(iv);
+        return std::vector<llvm::Value*>{};
+      },
+      vectorize);
 }
 
-std::vector<llvm::Value*> Emitter::loopAcc(int64_t n, std::vector<llvm::Value*> init, const AccBody& body) {
+std::vector<llvm::Value*> Emitter::loopAcc(int64_t n, std::vector<llvm::Value*> init, const AccBody& body,
+                                           bool vectorize) {
   if (n <= 0) return init;
   if (n == 1) return body(i64c(0), init);
   llvm::BasicBlock* pre = b_.GetInsertBlock();
@@ -203,7 +207,15 @@ std::vector<llvm::Value*> Emitter::loopAcc(int64_t n, std::vector<llvm::Value*> 
   llvm::BasicBlock* latch = b_.GetInsertBlock();
   iv->addIncoming(inc, latch);
   for (size_t k = 0; k < phis.size(); ++k) phis[k]->addIncoming(next[k], latch);
-  b_.CreateCondBr(b_.CreateICmpSLT(inc, i64c(n)), head, exit);
+  llvm::BranchInst* br = b_.CreateCondBr(b_.CreateICmpSLT(inc, i64c(n)), head, exit);
+  if (!vectorize) {  // !llvm.loop !{self, !{"llvm.loop.vectorize.enable", false}}
+    llvm::Metadata* off[] = {llvm::MDString::get(c_, "llvm.loop.vectorize.enable"),
+                             llvm::ConstantAsMetadata::get(b_.getFalse())};
+    llvm::Metadata* ops[] = {nullptr, llvm::MDNode::get(c_, off)};
+    llvm::MDNode* md = llvm::MDNode::getDistinct(c_, ops);
+    md->replaceOperandWith(0, md);
+    br->setMetadata(llvm::LLVMContext::MD_loop, md);
+  }
   b_.SetInsertPoint(exit);
   return next;
 }

@@ -99,13 +99,15 @@ class Emitter {
   // -------------------------------------------------------------- loops
 
   // for (iv = 0; iv < n; ++iv) body(iv), n a constant. The builder is left
-  // after the loop.
-  void loop(int64_t n, const std::function<void(llvm::Value*)>& body);
+  // after the loop. `vectorize` false keeps LLVM's loop vectorizer off it
+  // (a loop whose vectors would need scatters; SLP still applies).
+  void loop(int64_t n, const std::function<void(llvm::Value*)>& body, bool vectorize = true);
 
   // A loop carrying values: accs = body(iv, accs) from `init`; returns the
   // final values (`init` when n is 0).
   using AccBody = std::function<std::vector<llvm::Value*>(llvm::Value*, const std::vector<llvm::Value*>&)>;
-  std::vector<llvm::Value*> loopAcc(int64_t n, std::vector<llvm::Value*> init, const AccBody& body);
+  std::vector<llvm::Value*> loopAcc(int64_t n, std::vector<llvm::Value*> init, const AccBody& body,
+                                    bool vectorize = true);
 
   // Nested loops over `shape` (outer first); body(ivs).
   void nest(const Shape& shape, const std::function<void(const std::vector<llvm::Value*>&)>& body);

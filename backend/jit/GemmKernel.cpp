@@ -267,6 +267,7 @@ void GemmEmitter::packRows(llvm::Value* p, llvm::Value* a, const Gemm& g, llvm::
   const int64_t mr = g.mr, kc = g.kc;
   llvm::MDBuilder mdb(c_);
   llvm::MDNode* packScope = llvm::MDNode::get(c_, {mdb.createAnonymousAliasScope(domain_, "packA")});
+  // Not vectorised along kk: its stores, mr apart, would be scatters.
   auto rowsOf = [&](llvm::Value* i0, int64_t n) {  // i0: relative to r0
     loop(kn, [&](llvm::Value* kk) {
       llvm::Value* col = b_.CreateMul(b_.CreateAdd(k0, kk), i64c(g.csA));
@@ -279,7 +280,7 @@ void GemmEmitter::packRows(llvm::Value* p, llvm::Value* a, const Gemm& g, llvm::
         auto* st = b_.CreateAlignedStore(l, gep(f32_, p, b_.CreateAdd(dst, i64c(r))), llvm::Align(4));
         st->setMetadata(llvm::LLVMContext::MD_alias_scope, packScope);
       }
-    });
+    }, /*vectorize=*/false);
   };
   if (rows / mr) loop(rows / mr, [&](llvm::Value* ib) { rowsOf(b_.CreateMul(ib, i64c(mr)), mr); });
   if (rows % mr) rowsOf(i64c(rows / mr * mr), rows % mr);
