@@ -146,6 +146,15 @@ class Partitioner : public LocalBuilder {
   Shape shapeOf(const TensorType& t, const Sharding& s) { return ir::localShape(mod_, t, s); }
 
   Value* emit(OpKind k, std::vector<Value*> operands, AttrMap at, SourceLoc loc) {
+    // A reduction, gather or exchange within groups of one device (every
+    // axis of size 1: a mesh axis at -np 1) is its operand: no op, so no
+    // copy at run time.
+    if (k == OpKind::AllReduce || k == OpKind::AllGather || k == OpKind::ReduceScatter || k == OpKind::AllToAll) {
+      const Mesh& m = mesh(at.getString("mesh"));
+      int64_t group = 1;
+      for (int64_t a : at.getInts("axes")) group *= m.axes.at((size_t)a).size;
+      if (group == 1) return operands.at(0);
+    }
     std::vector<TensorType> in;
     for (Value* v : operands) in.push_back(v->type);
     TensorType t;
