@@ -267,10 +267,59 @@ void Emitter::copyWords(llvm::Value* dst, llvm::Value* src, Shape shape, Strides
     b_.CreateMemCpy(dst, elemAlign(word), src, elemAlign(word), (uint64_t)shape[0] * bytes);
     return;
   }
-  tileTranspose(shape, dstSt, srcSt);
+  const bool tiled = tileTranspose(shape, dstSt, srcSt);
+  const size_t r = shape.size();
+  if (tiled && bytes == 4 && dstSt[r - 1] == 1) {
+    // The two 16 x 16 tile dims: n x n blocks (n the vector width, 8 or
+    // 16) transposed in registers: n contiguous source rows in, n
+    // contiguous destination rows out.
+    const int64_t n = opts_.vectorWidth >= 16 ? 16 : 8, T = shape[r - 1];
+    Shape outer(shape.begin(), shape.end() - 2);
+    outer.push_back(T / n), outer.push_back(T / n);
+    Strides od(dstSt.begin(), dstSt.end() - 2), os(srcSt.begin(), srcSt.end() - 2);
+    od.push_back(dstSt[r - 2] * n), od.push_back(n);  // block (i, j): rows of a, columns of last
+    os.push_back(n), os.push_back(srcSt[r - 1] * n);
+    const int64_t srcRow = srcSt[r - 1], dstRow = dstSt[r - 2];
+    auto* vt = llvm::FixedVectorType::get(word, (unsigned)n);
+    map(outer, {od, os}, [&](const std::vector<llvm::Value*>&, const std::vector<llvm::Value*>& o) {
+      std::vector<llvm::Value*> rows;  // rows[l][j] = source (a = j, last = l)
+      for (int64_t l = 0; l < n; ++l) {
+        auto* ld = b_.CreateAlignedLoad(vt, gep(word, src, b_.CreateAdd(o[1], i64c(l * srcRow))), elemAlign(word));
+        ld->setMetadata(llvm::LLVMContext::MD_noalias, scope_);
+        rows.push_back(ld);
+      }
+      transposeInRegisters(rows);  // rows[j][l] = source (a = j, last = l)
+      for (int64_t j = 0; j < n; ++j) {
+        auto* st = b_.CreateAlignedStore(rows[(size_t)j], gep(word, dst, b_.CreateAdd(o[0], i64c(j * dstRow))),
+                                         elemAlign(word));
+        st->setMetadata(llvm::LLVMContext::MD_alias_scope, scope_);
+      }
+    });
+    return;
+  }
   map(shape, {dstSt, srcSt}, [&](const std::vector<llvm::Value*>&, const std::vector<llvm::Value*>& o) {
     store(loadIn(word, src, o[1]), dst, o[0]);
   });
+}
+
+// Transposes the n x n matrix whose rows are the n vectors of `rows` (n a
+// power of two): log2(n) stages, stage k exchanging bit k of the row and
+// column indices between rows i and i | 2^k with two-input shuffles.
+void Emitter::transposeInRegisters(std::vector<llvm::Value*>& rows) {
+  const int n = (int)rows.size();
+  for (int bit = 1; bit < n; bit <<= 1)
+    for (int i = 0; i < n; ++i) {
+      if (i & bit) continue;
+      const int j = i | bit;
+      std::vector<int> lo(n), hi(n);
+      for (int c = 0; c < n; ++c) {
+        lo[c] = (c & bit) ? n + (c ^ bit) : c;  // row i keeps its bit-clear columns, takes row j's
+        hi[c] = (c & bit) ? n + c : (c ^ bit);
+      }
+      llvm::Value* a = b_.CreateShuffleVector(rows[i], rows[j], lo);
+      llvm::Value* b = b_.CreateShuffleVector(rows[i], rows[j], hi);
+      rows[i] = a, rows[j] = b;
+    }
 }
 
 // A copy whose innermost destination dim reads the source with a stride
@@ -278,14 +327,14 @@ void Emitter::copyWords(llvm::Value* dst, llvm::Value* src, Shape shape, Strides
 // two with a large stride. When both sizes are multiples of 16, the
 // iteration space is reordered into 16 x 16 tiles (one cache line each
 // way): [other dims, a / 16, last / 16, 16 of a, 16 of last].
-void Emitter::tileTranspose(Shape& shape, Strides& dst, Strides& src) {
+bool Emitter::tileTranspose(Shape& shape, Strides& dst, Strides& src) {
   constexpr int64_t T = 16;
   const size_t last = shape.size() - 1;
-  if (shape.size() < 2 || src[last] == 1) return;
+  if (shape.size() < 2 || src[last] == 1) return false;
   size_t a = last;
   for (size_t d = 0; d < last; ++d)
     if (src[d] == 1) a = d;
-  if (a == last || shape[a] % T || shape[last] % T) return;
+  if (a == last || shape[a] % T || shape[last] % T) return false;
   Shape ns;
   Strides nd, nsrc;
   auto push = [&](int64_t n, int64_t sd, int64_t ss) {
@@ -300,6 +349,7 @@ void Emitter::tileTranspose(Shape& shape, Strides& dst, Strides& src) {
   push(T, dst[a], src[a]);
   push(T, dst[last], src[last]);
   shape = ns, dst = nd, src = nsrc;
+  return true;
 }
 
 void Emitter::fill(llvm::Value* dst, int64_t n, llvm::Value* v) {

@@ -128,8 +128,13 @@ class Emitter {
   // while another dim reads it contiguously (a transpose) walks one of the
   // two with a large stride. When both sizes are multiples of 16, the
   // iteration space is reordered into 16 x 16 tiles (one cache line each
-  // way): [other dims, a / 16, last / 16, 16 of a, 16 of last].
-  static void tileTranspose(Shape& shape, Strides& dst, Strides& src);
+  // way): [other dims, a / 16, last / 16, 16 of a, 16 of last]; returns
+  // whether it did. copyWords then transposes each tile's 4-byte words in
+  // registers when the destination's last dim is contiguous.
+  static bool tileTranspose(Shape& shape, Strides& dst, Strides& src);
+  // The n x n transpose of the n vectors `rows` (n a power of two), by
+  // two-input shuffles.
+  void transposeInRegisters(std::vector<llvm::Value*>& rows);
 
   void fill(llvm::Value* dst, int64_t n, llvm::Value* v);
 

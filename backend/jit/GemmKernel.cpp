@@ -297,16 +297,20 @@ void GemmEmitter::packPanel(llvm::Value* p, llvm::Value* b, int64_t rsB, int64_t
   auto* vt = llvm::FixedVectorType::get(f32_, vw);
   llvm::MDBuilder mdb(c_);
   llvm::MDNode* packScope = llvm::MDNode::get(c_, {mdb.createAnonymousAliasScope(domain_, "pack")});
-  if (csB != 1) {
+  if (csB != 1) {  // not vectorised along kk: its stores, nr apart, would be scatters
     loop(cols, [&](llvm::Value* j) {
       llvm::Value* col = b_.CreateMul(b_.CreateAdd(j0, j), i64c(csB));
-      loop(kn, [&](llvm::Value* kk) {
-        llvm::Value* src = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(k0, kk), i64c(rsB)), col);
-        auto* l = b_.CreateAlignedLoad(f32_, gep(f32_, b, src), llvm::Align(4));
-        l->setMetadata(llvm::LLVMContext::MD_noalias, packScope);
-        auto* st = b_.CreateAlignedStore(l, gep(f32_, p, b_.CreateAdd(b_.CreateMul(kk, i64c(nr)), j)), llvm::Align(4));
-        st->setMetadata(llvm::LLVMContext::MD_alias_scope, packScope);
-      });
+      loop(
+          kn,
+          [&](llvm::Value* kk) {
+            llvm::Value* src = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(k0, kk), i64c(rsB)), col);
+            auto* l = b_.CreateAlignedLoad(f32_, gep(f32_, b, src), llvm::Align(4));
+            l->setMetadata(llvm::LLVMContext::MD_noalias, packScope);
+            auto* st =
+                b_.CreateAlignedStore(l, gep(f32_, p, b_.CreateAdd(b_.CreateMul(kk, i64c(nr)), j)), llvm::Align(4));
+            st->setMetadata(llvm::LLVMContext::MD_alias_scope, packScope);
+          },
+          /*vectorize=*/false);
     });
     return;
   }

@@ -217,6 +217,7 @@ TEST_CASE("jit: einsum specs") {
       {"ij,jk->i", {{4, 5}, {5, 6}}},  // summed in one operand only
       {"ii->i", {{5, 5}}},             // diagonal
       {"ji,jk->ik", {{70, 50}, {70, 60}}},  // transposed A
+      {"ji,jk->ik", {{64, 48}, {64, 32}}},  // transposed A, copied by 16 x 16 tiles in registers
       {"ij,kj->ki", {{50, 70}, {60, 70}}},  // column-major result
       {"aibj,bjc->aic", {{3, 40, 4, 10}, {4, 10, 50}}},
       {"iaj,jb->bai", {{30, 2, 40}, {40, 3}}},  // result copied out
@@ -307,6 +308,7 @@ TEST_CASE("jit: reshape, transpose, slice, concat, broadcast") {
   checkOp(OpKind::Transpose, {randF32({3, 4})});  // default: reversed
   checkOp(OpKind::Transpose, {randI32({64, 48})}, attrs({{"perm", Ints{1, 0}}}));  // 16 x 16 tiles
   checkOp(OpKind::Transpose, {randF32({2, 32, 3, 48})}, attrs({{"perm", Ints{3, 0, 2, 1}}}));
+  checkOp(OpKind::Transpose, {randF32({32, 5, 16})}, attrs({{"perm", Ints{2, 1, 0}}}));  // tiles, in registers
   checkOp(OpKind::Slice, {randF32({6, 5})}, attrs({{"axis", int64_t(0)}, {"start", int64_t(1)}, {"end", int64_t(4)}}));
   checkOp(OpKind::Slice, {randF32({6, 5})}, attrs({{"axis", int64_t(1)}, {"start", int64_t(-3)}, {"end", int64_t(5)}}));
   checkOp(OpKind::Slice, {randI32({2, 6, 5})}, attrs({{"axis", int64_t(1)}, {"start", int64_t(2)}, {"end", int64_t(3)}}));
