@@ -111,23 +111,19 @@ void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm
     // Prefetch the C tile of the next row block (rows at C's row stride
     // defeat the hardware prefetcher): its loads at that block's start
     // would otherwise stall every accumulator on a cache miss.
-    if (g.nc > 0 && rows == mr) {
-      // BLIS order: the next tile is the next column panel's (same rows).
+    // In the BLIS order (Gemm::nc) the next tile is the next column
+    // panel's, same rows.
+    if (rows == mr && (g.nc > 0 || g.M > mr)) {
       llvm::Function* pf = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::prefetch, {ptr_});
       for (int64_t r = 0; r < mr; ++r) {
-        llvm::Value* row = b_.CreateAdd(i0, i64c(r));
-        for (int64_t col = 0; col < nr; col += 16) {
-          llvm::Value* cc = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateAdd(j0, i64c(nr + col)), i64c(g.N - 1));
+        llvm::Value* row = g.nc > 0 ? b_.CreateAdd(i0, i64c(r))
+                                    : b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateAdd(i0, i64c(mr + r)),
+                                                               i64c(g.M - 1));
+        for (int64_t col = 0; col < (g.nc > 0 ? nr : cols); col += 16) {
+          llvm::Value* cc = g.nc > 0 ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateAdd(j0, i64c(nr + col)),
+                                                                i64c(g.N - 1))
+                                     : b_.CreateAdd(j0, i64c(col));
           llvm::Value* p = gep(f32_, c, b_.CreateAdd(b_.CreateMul(row, i64c(g.rsC)), cc));
-          b_.CreateCall(pf, {p, b_.getInt32(1), b_.getInt32(3), b_.getInt32(1)});
-        }
-      }
-    } else if (rows == mr && g.M > mr) {
-      llvm::Function* pf = llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::prefetch, {ptr_});
-      for (int64_t r = 0; r < mr; ++r) {
-        llvm::Value* row = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateAdd(i0, i64c(mr + r)), i64c(g.M - 1));
-        for (int64_t col = 0; col < cols; col += 16) {
-          llvm::Value* p = gep(f32_, c, b_.CreateAdd(b_.CreateMul(row, i64c(g.rsC)), b_.CreateAdd(j0, i64c(col))));
           b_.CreateCall(pf, {p, b_.getInt32(1), b_.getInt32(3), b_.getInt32(1)});
         }
       }
@@ -177,21 +173,30 @@ void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm
       loop(rows / mr, [&](llvm::Value* ib) { block(b_.CreateAdd(r0, b_.CreateMul(ib, i64c(mr))), mr, j0, cols, k0, kn); });
     if (rows % mr) block(b_.CreateAdd(r0, i64c(rows / mr * mr)), rows % mr, j0, cols, k0, kn);
   };
-  const int64_t panelsN = g.N / nr, lastCols = g.N % nr;
+  // The packed column panels (kc x nr each) of B's columns [jc, jc + cols):
+  // body(panel index, first column, width), the last panel maybe narrower.
+  auto panelPtr = [&](llvm::Value* jb) { return gep(f32_, pack, b_.CreateMul(jb, i64c(kc * nr))); };
+  using PanelBody = std::function<void(llvm::Value*, llvm::Value*, int64_t)>;
+  auto forPanels = [&](llvm::Value* jc, int64_t cols, const PanelBody& body) {
+    const int64_t pn = cols / nr, last = cols % nr;
+    if (pn) loop(pn, [&](llvm::Value* jb) { body(jb, b_.CreateAdd(jc, b_.CreateMul(jb, i64c(nr))), nr); });
+    if (last) body(i64c(pn), b_.CreateAdd(jc, i64c(pn * nr)), last);
+  };
+  // K blocks of kc, the last one maybe shorter: kBlock(k0, kn).
+  auto forKBlocks = [&](const std::function<void(llvm::Value*, int64_t)>& kBlock) {
+    if (g.K / kc) loop(g.K / kc, [&](llvm::Value* kb) { kBlock(b_.CreateMul(kb, i64c(kc)), kc); });
+    if (g.K % kc) kBlock(i64c(g.K / kc * kc), g.K % kc);
+  };
   if (g.nc > 0) {
     // BLIS order (Gemm::nc): per K block, A's kc x M block packed as row
     // blocks; per block of nc columns, its kc x nr panels packed; then
     // every row block against every panel of the column block.
-    auto panelPtr = [&](llvm::Value* jb) { return gep(f32_, pack, b_.CreateMul(jb, i64c(kc * nr))); };
     auto colBlock = [&](llvm::Value* jc, int64_t cols, llvm::Value* k0, int64_t kn) {
-      const int64_t pn = cols / nr, last = cols % nr;
-      auto forPanels = [&](const std::function<void(llvm::Value*, llvm::Value*, int64_t)>& body) {
-        if (pn) loop(pn, [&](llvm::Value* jb) { body(jb, b_.CreateAdd(jc, b_.CreateMul(jb, i64c(nr))), nr); });
-        if (last) body(i64c(pn), b_.CreateAdd(jc, i64c(pn * nr)), last);
-      };
-      forPanels([&](llvm::Value* jb, llvm::Value* j0, int64_t n) { packPanel(panelPtr(jb), b, g.rsB, g.csB, j0, n, k0, kn); });
+      forPanels(jc, cols, [&](llvm::Value* jb, llvm::Value* j0, int64_t n) {
+        packPanel(panelPtr(jb), b, g.rsB, g.csB, j0, n, k0, kn);
+      });
       auto rowBlock = [&](llvm::Value* i0, int64_t rows) {
-        forPanels([&](llvm::Value* jb, llvm::Value* j0, int64_t n) {
+        forPanels(jc, cols, [&](llvm::Value* jb, llvm::Value* j0, int64_t n) {
           bp = panelPtr(jb), bRs = nr, bj0 = i64c(0);
           block(i0, rows, j0, n, k0, kn);
         });
@@ -199,14 +204,12 @@ void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm
       if (g.M / mr) loop(g.M / mr, [&](llvm::Value* ib) { rowBlock(b_.CreateMul(ib, i64c(mr)), mr); });
       if (g.M % mr) rowBlock(i64c(g.M / mr * mr), g.M % mr);
     };
-    auto kBlock = [&](llvm::Value* k0, int64_t kn) {
+    forKBlocks([&](llvm::Value* k0, int64_t kn) {
       packRows(packA, a, g, i64c(0), g.M, k0, kn);
       aRow0 = i64c(0);
       if (g.N / g.nc) loop(g.N / g.nc, [&](llvm::Value* jcb) { colBlock(b_.CreateMul(jcb, i64c(g.nc)), g.nc, k0, kn); });
       if (g.N % g.nc) colBlock(i64c(g.N / g.nc * g.nc), g.N % g.nc, k0, kn);
-    };
-    if (g.K / kc) loop(g.K / kc, [&](llvm::Value* kb) { kBlock(b_.CreateMul(kb, i64c(kc)), kc); });
-    if (g.K % kc) kBlock(i64c(g.K / kc * kc), g.K % kc);
+    });
     return;
   }
   if (g.mc > 0) {
@@ -215,28 +218,21 @@ void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm
     // L3); then per block of mc rows, A's mc x kc block is packed (it stays
     // in L2), and every column panel (in L1) runs over those rows. Each C
     // element still sums its k in order.
-    auto panelPtr = [&](llvm::Value* jb) { return gep(f32_, pack, b_.CreateMul(jb, i64c(kc * nr))); };
-    auto forPanels = [&](const std::function<void(llvm::Value*, llvm::Value*, int64_t)>& body) {
-      if (panelsN) loop(panelsN, [&](llvm::Value* jb) { body(jb, b_.CreateMul(jb, i64c(nr)), nr); });
-      if (lastCols) body(i64c(panelsN), i64c(panelsN * nr), lastCols);
-    };
     auto rowBlock = [&](llvm::Value* i0, int64_t rows, llvm::Value* k0, int64_t kn) {
       packRows(packA, a, g, i0, rows, k0, kn);
       aRow0 = i0;
-      forPanels([&](llvm::Value* jb, llvm::Value* j0, int64_t cols) {
+      forPanels(i64c(0), g.N, [&](llvm::Value* jb, llvm::Value* j0, int64_t cols) {
         bp = panelPtr(jb), bRs = nr, bj0 = i64c(0);
         rowRange(i0, rows, j0, cols, k0, kn);
       });
     };
-    auto kBlock = [&](llvm::Value* k0, int64_t kn) {
-      forPanels([&](llvm::Value* jb, llvm::Value* j0, int64_t cols) {
+    forKBlocks([&](llvm::Value* k0, int64_t kn) {
+      forPanels(i64c(0), g.N, [&](llvm::Value* jb, llvm::Value* j0, int64_t cols) {
         packPanel(panelPtr(jb), b, g.rsB, g.csB, j0, cols, k0, kn);
       });
       if (g.M / g.mc) loop(g.M / g.mc, [&](llvm::Value* ic) { rowBlock(b_.CreateMul(ic, i64c(g.mc)), g.mc, k0, kn); });
       if (g.M % g.mc) rowBlock(i64c(g.M / g.mc * g.mc), g.M % g.mc, k0, kn);
-    };
-    if (g.K / kc) loop(g.K / kc, [&](llvm::Value* kb) { kBlock(b_.CreateMul(kb, i64c(kc)), kc); });
-    if (g.K % kc) kBlock(i64c(g.K / kc * kc), g.K % kc);
+    });
     return;
   }
   // K blocks outside (C is revisited once per block of kc), then column
@@ -250,13 +246,12 @@ void GemmEmitter::gemmKernel(const Gemm& g, llvm::Value* a, llvm::Value* b, llvm
     }
     rowRange(i64c(0), g.M, j0, cols, k0, kn);
   };
-  auto panels = [&](llvm::Value* k0, int64_t kn) {
+  const int64_t panelsN = g.N / nr, lastCols = g.N % nr;
+  forKBlocks([&](llvm::Value* k0, int64_t kn) {
     if (packA) packRows(packA, a, g, i64c(0), g.M, k0, kn);
     if (panelsN) loop(panelsN, [&](llvm::Value* jb) { rowBlocks(b_.CreateMul(jb, i64c(nr)), nr, k0, kn); });
     if (lastCols) rowBlocks(i64c(panelsN * nr), lastCols, k0, kn);
-  };
-  if (g.K / kc) loop(g.K / kc, [&](llvm::Value* kb) { panels(b_.CreateMul(kb, i64c(kc)), kc); });
-  if (g.K % kc) panels(i64c(g.K / kc * kc), g.K % kc);
+  });
 }
 
 // Rows [r0, r0 + rows) of A's K block [k0, k0 + kn) as row blocks (r0 a
