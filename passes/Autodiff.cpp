@@ -115,7 +115,6 @@ bool readPerIteration(const ir::Function& body, const Value* v, int64_t trip) {
   return true;
 }
 
-
 // Step 4b of loopVjp: `recomputed` are the clones in g's function (the
 // backward body) of `body`'s ops, in order. Every contraction clone whose
 // result a live op of the backward body reads is replaced: its forward
@@ -138,30 +137,26 @@ void saveContractions(ir::GradBuilder& g, const ir::Function& body, const std::v
     return l;
   };
   const ValueSet needed = live();
-  std::unordered_map<const Op*, Op*> rowOf;  // a replaced clone -> the dynamic_index op that replaces it
+  const size_t before = bb.ops.size();
+  std::vector<const Op*> replaced;  // the clones replaced, in order; their dynamic_index ops follow `before`
   std::unordered_map<const Value*, Value*> replace;
   for (size_t n = 0; n < recomputed.size(); ++n) {
     Op* c = recomputed[n];
     if (c->info().cls != ir::OpClass::Contraction || !needed.count(c->result)) continue;
     residuals.push_back(body.ops[n]->result);
-    Value* row = g.op(OpKind::DynamicIndex, {bb.addArg(stackedType(c->result->type, T)), i});
-    rowOf[c] = row->def;
-    replace[c->result] = row;
+    replace[c->result] = g.op(OpKind::DynamicIndex, {bb.addArg(stackedType(c->result->type, T)), i});
+    replaced.push_back(c);
   }
-  if (rowOf.empty()) return;
-  // Each dynamic_index (appended last) goes right after its clone; readers
-  // read it.
-  std::unordered_set<const Op*> moved;
-  for (auto& [c, d] : rowOf) moved.insert(d);
-  std::vector<std::unique_ptr<Op>> ops, rows;
-  for (auto& op : bb.ops) (moved.count(op.get()) ? rows : ops).push_back(std::move(op));
-  std::unordered_map<const Op*, std::unique_ptr<Op>> rowPtr;
-  for (auto& d : rows) rowPtr[d.get()] = std::move(d);
+  if (replaced.empty()) return;
+  // Each dynamic_index (appended last, in the clones' order) goes right
+  // after its clone; readers read it.
+  std::vector<std::unique_ptr<Op>> ops = std::move(bb.ops);
   bb.ops.clear();
-  for (auto& op : ops) {
-    Op* c = op.get();
-    bb.ops.push_back(std::move(op));
-    if (auto it = rowOf.find(c); it != rowOf.end()) bb.ops.push_back(std::move(rowPtr.at(it->second)));
+  size_t next = 0;
+  for (size_t n = 0; n < before; ++n) {
+    const bool isReplaced = next < replaced.size() && ops[n].get() == replaced[next];
+    bb.ops.push_back(std::move(ops[n]));
+    if (isReplaced) bb.ops.push_back(std::move(ops[before + next++]));
   }
   for (auto& op : bb.ops)
     for (Value*& v : op->operands)
