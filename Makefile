@@ -49,8 +49,11 @@ run: configure
 	@cmake --build $(BUILD) --target gsl -j $(JOBS) >$(BUILD)/build.log 2>&1 || \
 	  { tail -n 40 $(BUILD)/build.log; echo "make run: the build failed (log: $(BUILD)/build.log)"; exit 1; }
 	@mkdir -p $(BUILD)/run
+	@touch $(BUILD)/run/.started
 	@echo "gsl run $(EXAMPLE) -np $(EXAMPLE_NP)"
 	@cd $(BUILD)/run && ../gsl run ../../$(EXAMPLE) -np $(EXAMPLE_NP)
+	@for f in $$(find $(BUILD)/run -maxdepth 1 -name '*.safetensors' -newer $(BUILD)/run/.started); do \
+	  echo "make run: the checkpoint is $$f (gsl run --resume $$f continues from it)"; done
 
 test: build fuzz-build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

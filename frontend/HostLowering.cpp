@@ -383,9 +383,21 @@ bool Sema::lowerHostCallStmt(const ast::Expr& x, HostBuiltin b, HostStmt& h) {
       return true;
     case HostBuiltin::SaveCheckpoint:
       h.kind = HostStmt::SaveCheckpoint;
-      if (x.args.size() != 1 || !x.args[0].keyword.empty() || x.args[0].value->kind != ast::ExprKind::String) {
-        err(x.loc, "save_checkpoint takes one argument: a path as a string literal");
+      if (x.args.empty() || x.args.size() > 2 || !x.args[0].keyword.empty() ||
+          x.args[0].value->kind != ast::ExprKind::String) {
+        err(x.loc, "save_checkpoint takes a path as a string literal, and optionally optimizer=false: "
+                   "save_checkpoint(\"ck.safetensors\")");
         return false;
+      }
+      if (x.args.size() == 2) {
+        const auto& a = x.args[1];
+        if (a.keyword != "optimizer" || a.value->kind != ast::ExprKind::Bool) {
+          err(a.keyword.empty() ? startLoc(*a.value) : a.loc,
+              "save_checkpoint's second argument is optimizer=true or optimizer=false (whether to write the "
+              "optimizer states)");
+          return false;
+        }
+        h.optimizer = a.value->bval;
       }
       h.path = x.args[0].value->text;
       return true;

@@ -50,7 +50,7 @@ struct HostStmt {
     Print,   // print(args): strings and thunks
     Save,    // save(path, value)
     Eval,    // evaluate value, discard (a call for its effects)
-    SaveCheckpoint,  // save_checkpoint(path): params and optimizer states
+    SaveCheckpoint,  // save_checkpoint(path[, optimizer=false]): params and optimizer states
     LoadCheckpoint,  // load_checkpoint(path): the params only (inference)
     LogMetric,       // log_metric("name", value): names[0] = a scalar for the progress line and --log
   } kind;
@@ -64,6 +64,7 @@ struct HostStmt {
   };
   std::vector<PrintArg> printArgs;
   std::string path;  // Save, SaveCheckpoint, LoadCheckpoint
+  bool optimizer = true;  // SaveCheckpoint: write the optimizer states and step counters
 };
 
 // `dataset NAME = copy_task(batch=, seq=, vocab=)`, `reverse_task(...)`,

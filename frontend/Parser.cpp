@@ -180,7 +180,7 @@ class Builder {
     for (auto* a : args) {
       ast::CallArg arg;
       arg.loc = loc(a);
-      if (a->ID()) arg.keyword = a->ID()->getText();
+      if (a->name) arg.keyword = a->name->getText();
       arg.value = expr(a->expr(), depth + 1);
       r.push_back(std::move(arg));
     }

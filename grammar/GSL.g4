@@ -91,7 +91,8 @@ primary
     | '(' expr (',' expr)+ ','? ')'                               # tupleExpr
     ;
 
-arg : (ID '=')? expr ;
+// A keyword argument's name may be the word `optimizer`: save_checkpoint(path, optimizer=false).
+arg : (name=(ID | 'optimizer') '=')? expr ;
 
 // `x[i]` (drops the dim), `x[a:b]`, `x[:b]`, `x[a:]`, `x[:]` (keep it).
 index

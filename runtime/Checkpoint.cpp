@@ -606,12 +606,15 @@ Entry parseEntry(const std::string& path, const std::string& name, const Json& v
   return e;
 }
 
-}  // namespace
+// Opens `path` into `f` and reads its header: the entries (checked to tile
+// the data section exactly) and the metadata.
+struct Header {
+  std::vector<Entry> entries;
+  uint64_t dataStart = 0;
+};
 
-std::vector<NamedTensor> readSafetensors(const std::string& path,
-                                         std::map<std::string, std::string>* metadata) {
+Header readHeader(const std::string& path, Fd& f, std::map<std::string, std::string>* metadata) {
   if (metadata) metadata->clear();
-  Fd f;
   // O_NONBLOCK: opening a FIFO must not hang (it is refused below as not a
   // regular file); it changes nothing for regular files.
   f.fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -695,7 +698,16 @@ std::vector<NamedTensor> readSafetensors(const std::string& path,
     fail(path, std::to_string(dataSize - covered) + " unexpected bytes after the last tensor (the data "
                "section has " + std::to_string(dataSize) + " bytes, the tensors end at " +
                std::to_string(covered) + ")");
+  return {std::move(entries), dataStart};
+}
 
+}  // namespace
+
+std::vector<NamedTensor> readSafetensors(const std::string& path,
+                                         std::map<std::string, std::string>* metadata) {
+  Fd f;
+  const auto [entries, dataStart] = readHeader(path, f, metadata);
+  auto range = [](uint64_t a, uint64_t b) { return std::to_string(a) + ".." + std::to_string(b); };
   std::vector<NamedTensor> out;
   out.reserve(entries.size());
   std::vector<char> bytes;
@@ -720,6 +732,13 @@ std::vector<NamedTensor> readSafetensors(const std::string& path,
     out.push_back(NamedTensor{e.name, std::move(t)});
   }
   return out;
+}
+
+std::vector<std::string> safetensorsNames(const std::string& path) {
+  Fd f;
+  std::vector<std::string> names;
+  for (const Entry& e : readHeader(path, f, nullptr).entries) names.push_back(e.name);
+  return names;
 }
 
 }  // namespace gsl::runtime

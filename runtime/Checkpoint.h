@@ -70,4 +70,8 @@ void writeSafetensors(const std::string& path, const std::vector<NamedTensor>& t
 std::vector<NamedTensor> readSafetensors(const std::string& path,
                                          std::map<std::string, std::string>* metadata);
 
+// The tensor names of a safetensors file, in header order, reading only its
+// header (checked as readSafetensors checks it; the data is not read).
+std::vector<std::string> safetensorsNames(const std::string& path);
+
 }  // namespace gsl::runtime

@@ -115,9 +115,10 @@ class RankRunner : public HostWalker<HostValue> {
  public:
   // `mpi`: this rank's MPI communicator when ranks are MPI processes (to
   // agree on stopping), else null.
+  // `diags` renders the warnings rank 0 prints while it runs.
   RankRunner(SpmdProgram& prog, const frontend::HostProgram& host, const RunOptions& o, int rank,
-             backend::Communicator& comm, std::ostream& out, MpiComm* mpi)
-      : prog_(prog), host_(host), opts_(o), rank_(rank), comm_(comm), out_(out), mpi_(mpi) {
+             backend::Communicator& comm, std::ostream& out, MpiComm* mpi, const Diagnostics& diags)
+      : prog_(prog), host_(host), opts_(o), rank_(rank), comm_(comm), out_(out), mpi_(mpi), diags_(diags) {
     const ir::Module& m = prog.module();
     for (const auto& p : m.params) params_[p.name] = localBlock(m, prog.globalParam(p), p.sharding, rank);
     backend::KernelContext ctx;
@@ -144,6 +145,7 @@ class RankRunner : public HostWalker<HostValue> {
       throw;
     }
     flushLogRecord();
+    showProgress();
     clearProgress();
     out_.flush();
   }
@@ -156,6 +158,7 @@ class RankRunner : public HostWalker<HostValue> {
   backend::Communicator& comm_;
   std::ostream& out_;
   MpiComm* mpi_;
+  const Diagnostics& diags_;
   std::map<std::string, Tensor> params_;
   std::unique_ptr<backend::Engine> engine_;
   // Training state: optimizer states ("opt/param/slot" -> this rank's
@@ -164,7 +167,7 @@ class RankRunner : public HostWalker<HostValue> {
   std::map<std::string, HostValue> optStates_;
   std::map<std::string, ir::TensorType> optStateTypes_;  // each state's whole type
   std::map<std::string, int64_t> optSteps_;
-  std::map<std::string, Tensor> resumedStates_;
+  std::map<std::string, Tensor> resumedStates_;  // whole; kept by every later save (none is dropped)
   int64_t startStep_ = 0;
   std::map<std::string, Tensor> npyTokens_;
   // npy_pairs data sets by name: their two files (this rank's own reader
@@ -188,7 +191,11 @@ class RankRunner : public HostWalker<HostValue> {
   // or the run ends (log_metric adds to it); the metrics' latest values,
   // in the order they were first logged (the progress line).
   std::optional<nlohmann::ordered_json> logRecord_;
-  std::vector<std::pair<std::string, std::string>> metrics_;
+  struct Metric {
+    std::string name, text;
+    int64_t step;  // the loop step that logged it
+  };
+  std::vector<Metric> metrics_;
 
   static std::string stateKey(const std::string& opt, const std::string& param, const std::string& slot) {
     return "optimizer/" + opt + "/" + param + "/" + slot;
@@ -509,27 +516,64 @@ class RankRunner : public HostWalker<HostValue> {
       logRecord_ = line;
     }
     if (!opts_.progress) return;
-    int64_t total = 0, done = t;
+    // The step as the program numbers it (the loop's variable), and how
+    // many of the loop's steps are done; without a loop, the optimizer's
+    // step number.
+    Progress p;
+    p.step = t;
     if (!loops_.empty()) {
-      total = loops_.back().hi;
-      done = loops_.back().i + 1;
+      p.step = loops_.back().i;
+      p.done = loops_.back().i - loops_.back().lo + 1;
+      p.total = loops_.back().hi - loops_.back().lo;
     }
-    char eta[64] = "";
-    if (total > done && stepsRun_ > 0)
-      std::snprintf(eta, sizeof eta, "  ETA %.0fs", elapsed / (double)stepsRun_ * (double)(total - done));
-    std::string ms;
-    for (const auto& [k, v] : metrics_) ms += "  " + k + " " + v;
-    char line[512];
-    std::snprintf(line, sizeof line, "step %lld%s%s  loss %s%s  %.0f %s/s%s", (long long)t,
-                  total ? "/" : "", total ? std::to_string(total).c_str() : "", backend::formatF32((float)loss).c_str(),
-                  ms.c_str(), tps, examples ? "examples" : "tokens", eta);
+    p.depth = loops_.size();
+    p.loss = loss;
+    p.rate = tps;
+    p.examples = examples;
+    p.hasInputs = tokens > 0;
+    if (p.total > p.done && stepsRun_ > 0) p.eta = elapsed / (double)stepsRun_ * (double)(p.total - p.done);
+    progress_ = p;
+    if (loops_.empty()) showProgress();  // else when the loop's iteration ends (its metrics logged)
+  }
+
+  // The progress line of the last step (rank 0, stderr), shown when its
+  // loop iteration ends, so that it has the metrics the program logged in
+  // that iteration; a metric logged at an earlier step says which.
+  struct Progress {
+    int64_t step = 0, done = 0, total = 0;
+    size_t depth = 0;  // the loops around the step (shown when the innermost one's iteration ends)
+    double loss = 0, rate = 0, eta = -1;
+    bool examples = false, hasInputs = false;
+  };
+  std::optional<Progress> progress_;
+
+  void showProgress() {
+    if (!progress_) return;
+    const Progress p = *progress_;
+    progress_.reset();
+    std::string line = "step " + std::to_string(p.step);
+    if (p.total) line += "  " + std::to_string(p.done) + "/" + std::to_string(p.total);
+    line += "  loss " + backend::formatF32((float)p.loss);
+    for (const Metric& m : metrics_) {
+      line += "  " + m.name + " " + m.text;
+      if (m.step != p.step) line += " (step " + std::to_string(m.step) + ")";
+    }
+    char tail[96];
+    if (p.hasInputs) {  // a loss of no inputs has no throughput
+      std::snprintf(tail, sizeof tail, "  %.0f %s/s", p.rate, p.examples ? "examples" : "tokens");
+      line += tail;
+    }
+    if (p.eta >= 0) {
+      std::snprintf(tail, sizeof tail, "  ETA %.0fs", p.eta);
+      line += tail;
+    }
     static const bool tty = isatty(2);
     if (tty) {
       std::cerr << "\r\033[K" << line << std::flush;
       progressShown_ = true;
     } else {
-      int64_t every = total > 0 ? std::max<int64_t>(1, total / 10) : 10;
-      if (done % every == 0 || done == total || stepsRun_ == 1) std::cerr << line << "\n";
+      int64_t every = p.total > 0 ? std::max<int64_t>(1, p.total / 10) : 10;
+      if (p.done % every == 0 || p.done == p.total || stepsRun_ == 1) std::cerr << line << "\n";
     }
   }
 
@@ -547,9 +591,10 @@ class RankRunner : public HostWalker<HostValue> {
     if (rank_ != 0) return;
     const std::string& name = s.names[0];
     std::string text = v.dtype() == ir::DType::F32 ? backend::formatF32((float)v.item()) : std::to_string((int64_t)v.item());
-    auto it = std::find_if(metrics_.begin(), metrics_.end(), [&](const auto& m) { return m.first == name; });
-    if (it == metrics_.end()) metrics_.push_back({name, text});
-    else it->second = text;
+    const int64_t step = loops_.empty() ? 0 : loops_.back().i;
+    auto it = std::find_if(metrics_.begin(), metrics_.end(), [&](const Metric& m) { return m.name == name; });
+    if (it == metrics_.end()) metrics_.push_back({name, text, step});
+    else *it = {name, text, step};
     if (logRecord_) {
       if (v.dtype() == ir::DType::F32) (*logRecord_)[name] = std::strtod(text.c_str(), nullptr);
       else (*logRecord_)[name] = (int64_t)v.item();
@@ -563,8 +608,12 @@ class RankRunner : public HostWalker<HostValue> {
     }
   }
 
-  // save_checkpoint(path): params, optimizer states and step counters.
-  void writeCheckpoint(const std::string& path, SourceLoc loc) {
+  // save_checkpoint(path): params, optimizer states and step counters. The
+  // states are those of the steps run and those --resume read that no step
+  // has used yet (another optimizer's, or all of them when no step ran):
+  // a save never drops a state the run has. `optimizer` false (the
+  // program's save_checkpoint(path, optimizer=false)) writes the params only.
+  void writeCheckpoint(const std::string& path, SourceLoc loc, bool optimizer) {
     const ir::Module& m = prog_.module();
     std::vector<std::string> names;
     std::vector<Tensor> locals;
@@ -577,6 +626,7 @@ class RankRunner : public HostWalker<HostValue> {
       shardings.push_back(p.sharding);
     }
     for (const auto& [key, v] : optStates_) {
+      if (!optimizer) break;
       names.push_back(key);
       locals.push_back(v.local);
       // The whole type (a padded block does not say it).
@@ -593,13 +643,37 @@ class RankRunner : public HostWalker<HostValue> {
     std::vector<NamedTensor> out;
     for (size_t i = 0; i < names.size(); ++i) out.push_back({names[i], whole[i]});
     std::map<std::string, std::string> meta{{"format", "gsl"}};
-    for (const auto& [opt, n] : optSteps_) meta["step/" + opt] = std::to_string(n);
+    if (optimizer) {
+      for (const auto& [key, t] : resumedStates_)
+        if (!optStates_.count(key)) out.push_back({key, t});
+      for (const auto& [opt, n] : optSteps_) meta["step/" + opt] = std::to_string(n);
+    }
+    refuseDroppingStates(path, loc, optimizer, out.size() > m.params.size());
     try {
       writeSafetensors(path, out, meta);
     } catch (const CheckpointError& e) {
       fail(loc, e.what());
     }
     if (opts_.lastCheckpoint) *opts_.lastCheckpoint = path;
+  }
+
+  // A checkpoint with optimizer states is not overwritten by one without
+  // them unless the program asked (optimizer=false): resuming from it would
+  // silently restart the optimizer.
+  void refuseDroppingStates(const std::string& path, SourceLoc loc, bool optimizer, bool hasStates) {
+    if (hasStates || !optimizer) return;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) return;
+    size_t old = 0;
+    try {
+      for (const std::string& n : safetensorsNames(path)) old += n.rfind("optimizer/", 0) == 0;
+    } catch (const CheckpointError&) {
+      return;  // not a checkpoint we can read: nothing of ours to keep
+    }
+    if (old > 0)
+      fail(loc, path + " holds " + std::to_string(old) + " optimizer state" + (old == 1 ? "" : "s") +
+                    " and this save would write none (no training step has run): not overwritten; "
+                    "save_checkpoint(\"" + path + "\", optimizer=false) writes the params alone");
   }
 
   // load_checkpoint(path): every param of the program from the checkpoint
@@ -653,6 +727,15 @@ class RankRunner : public HostWalker<HostValue> {
 
   void forLoop(const HostStmt& s) override {
     int64_t lo = (int64_t)whole(s.lo).item(), hi = (int64_t)whole(s.hi).item();
+    if (lo >= hi && !opts_.resume.empty() && rank_ == 0 && startsAtStartStep(s)) {
+      clearProgress();
+      std::cerr << diags_.render({Severity::Warning, s.lo.loc,
+                                  "--resume " + opts_.resume + " continues at step " + std::to_string(lo) +
+                                      ", at or past this loop's end (" + std::to_string(hi) +
+                                      "): no training step runs (a later save keeps the checkpoint's "
+                                      "optimizer states)"})
+                << std::flush;
+    }
     loops_.push_back({lo, hi, lo});
     for (int64_t i = lo; i < hi; ++i) {
       pollInterrupt();
@@ -661,8 +744,15 @@ class RankRunner : public HostWalker<HostValue> {
       scopes_.back()[s.names[0]] = {Tensor::scalarI32((int32_t)i), std::nullopt};
       block(s.body);
       scopes_.pop_back();
+      if (progress_ && progress_->depth == loops_.size()) showProgress();
     }
     loops_.pop_back();
+  }
+
+  // Whether a loop's start is start_step() (a training loop that --resume continues).
+  static bool startsAtStartStep(const HostStmt& s) {
+    return std::any_of(s.lo.leaves.begin(), s.lo.leaves.end(),
+                       [](const HostLeaf& l) { return l.kind == HostLeaf::StartStep; });
   }
 
   void ifElse(const HostStmt& s) override {
@@ -700,15 +790,15 @@ class RankRunner : public HostWalker<HostValue> {
     pollInterrupt();
   }
 
-  void saveCheckpoint(const HostStmt& s) override { checkpoint(s.path, s.loc); }
+  void saveCheckpoint(const HostStmt& s) override { checkpoint(s.path, s.loc, s.optimizer); }
 
   // Writes a checkpoint (every rank takes part). An interrupt abandons a
   // checkpoint being written (its temp file is removed; an older
   // checkpoint at the path stays as it was).
-  void checkpoint(const std::string& path, SourceLoc loc) {
+  void checkpoint(const std::string& path, SourceLoc loc, bool optimizer = true) {
     bool stopped = false;
     try {
-      writeCheckpoint(path, loc);
+      writeCheckpoint(path, loc, optimizer);
     } catch (const Interrupted&) {
       if (!mpi_) throw;  // threads: the world's abort releases the others
       stopped = true;
@@ -928,7 +1018,7 @@ bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagn
       Tracing(trace::Recorder* r) { trace::current = r; }
       ~Tracing() { trace::current = nullptr; }
     } tracingGuard(tracing ? &recorders[(size_t)rank] : nullptr);
-    RankRunner r(spmd, prog.host, opts, rank, comm, out, mpiComm);
+    RankRunner r(spmd, prog.host, opts, rank, comm, out, mpiComm, diags);
     r.run();
     if (rank == 0 && opts.commSeconds) *opts.commSeconds = comm.stats.seconds;
   };

@@ -37,7 +37,7 @@ void Diagnostics::note(SourceLoc loc, std::string message) {
 
 std::string Diagnostics::render(const Diagnostic& d) const {
   std::ostringstream os;
-  const char* sev = d.severity == Severity::Error ? "error" : "note";
+  const char* sev = d.severity == Severity::Error ? "error" : d.severity == Severity::Warning ? "warning" : "note";
   if (!d.loc.valid()) {
     os << "gsl: " << sev << ": " << d.message << "\n";
     return os.str();

@@ -31,7 +31,7 @@ class SourceManager {
   std::vector<File> files_;
 };
 
-enum class Severity { Error, Note };
+enum class Severity { Error, Warning, Note };
 
 struct Diagnostic {
   Severity severity;

@@ -236,6 +236,11 @@ int main(int argc, char** argv) {
                   "refuse to start when one rank would need more memory than this (512M, 8G; 0: no check; "
                   "default: the available memory shared by the ranks)");
 
+  // `--stats` belongs to compile (it runs nothing); run names it instead of
+  // CLI11's "not expected" message.
+  std::string runStats;
+  run->add_option("--stats", runStats)->group("");
+
   auto* check = app.add_subcommand("check", "parse, type, shape and sharding checks only");
   addCommon(check, checkC);
 
@@ -325,6 +330,11 @@ int main(int argc, char** argv) {
   int rc = 0;
 
   if (*run) {
+    if (run->get_option("--stats")->count() > 0) {
+      std::cerr << "gsl: usage error: --stats is an option of gsl compile, which prints the per-rank costs "
+                   "without running: gsl compile FILE -np N --stats json\n";
+      return 2;
+    }
     if (run->get_option("--trace")->count() > 0) {
       std::string problem = gsl::runtime::traceFileProblem(tracePath);
       if (!problem.empty()) {
