@@ -98,6 +98,26 @@ struct Propagator {
       }
   }
 
+  // Whether the proposal for `v` (a tensor with dim labels `labels`) from
+  // `srcs` is vacuous: no source has a dim carrying one of v's labels, so
+  // the sources say nothing about how v's dims lie (a scalar operand of
+  // `g * coef`, the scalar result of `sum(g * g)`). Building from it would
+  // decide v replicated for want of information. The fixed point takes
+  // such proposals only once no informative one is left (takeVacuous), so
+  // that a value also reached through its other operands or its users
+  // takes their split: a gradient scaled by the clip_norm coefficient
+  // stays split as its optimizer update wants it, instead of replicated by
+  // the coefficient and all_gathered.
+  static bool vacuous(const std::vector<std::pair<const Sharding*, const std::vector<int>*>>& srcs, const Value* v,
+                      const std::vector<int>& labels) {
+    if (v->type.rank() == 0) return false;
+    for (auto& [s, ls] : srcs)
+      for (size_t d = 0; d < s->dims.size() && d < ls->size(); ++d)
+        if (std::find(labels.begin(), labels.end(), (*ls)[d]) != labels.end()) return false;
+    return true;
+  }
+  bool takeVacuous = false;
+
   // ---- loops (docs/loops.md, "Sharding propagation")
   // Outside its body a loop relates only carried operand j and carried
   // result j (they have one sharding); its body is propagated once, by
@@ -258,7 +278,7 @@ struct Propagator {
       if (mesh.empty()) mesh = s->mesh;
       if (s->mesh == mesh) srcs.push_back({&*s, &L.operands[i]});
     }
-    if (mesh.empty()) return false;
+    if (mesh.empty() || (!takeVacuous && vacuous(srcs, op.result, L.result))) return false;
     std::map<int, std::vector<std::string>> axes;
     collect(srcs, L, axes);
     op.result->sharding = build(mesh, op.result, L.result, axes, L, op);
@@ -298,6 +318,7 @@ struct Propagator {
       for (size_t j = 0; j < op.operands.size(); ++j)
         if (j != i && op.operands[j]->sharding && op.operands[j]->sharding->mesh == mesh)
           srcs.push_back({&*op.operands[j]->sharding, &L.operands[j]});
+      if (!takeVacuous && vacuous(srcs, v, L.operands[i])) continue;
       std::map<int, std::vector<std::string>> axes;
       collect(srcs, L, axes);
       v->sharding = build(mesh, v, L.operands[i], axes, L, op);
@@ -417,11 +438,22 @@ struct Propagator {
     }
   }
 
+  // Sweeps forward and backward until nothing changes, first taking only
+  // informative proposals; then one sweep that also takes the vacuous ones
+  // (what nothing else reached is decided as before: replicated), and again.
   void fixedPoint() {
-    for (size_t round = 0; round <= f.ops.size() + 1; ++round) {
+    auto sweep = [&] {
       bool changed = false;
       for (auto& op : f.ops) changed |= forward(*op);
       for (auto it = f.ops.rbegin(); it != f.ops.rend(); ++it) changed |= backward(**it);
+      return changed;
+    };
+    for (size_t outer = 0; outer <= f.ops.size() + 1; ++outer) {
+      for (size_t round = 0; round <= f.ops.size() + 1 && sweep(); ++round) {
+      }
+      takeVacuous = true;
+      bool changed = sweep();
+      takeVacuous = false;
       if (!changed) break;
     }
   }

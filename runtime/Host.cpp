@@ -823,6 +823,7 @@ class MemoryWalker : public ShardingWalk {
       est_.paramBytes = addBytes(est_.paramBytes, bytes(local));
     }
     for (const auto& [key, b] : states_) est_.stateBytes = addBytes(est_.stateBytes, b);
+    if (est_.training) est_.training->paramBytes = est_.paramBytes;
   }
 
  private:
@@ -837,12 +838,13 @@ class MemoryWalker : public ShardingWalk {
     // the per-step scalars.
     const std::optional<ir::TrainRequest>& tr = th.fn->train;
     size_t firstState = step && tr ? th.leaves.size() + 1 + tr->scalars.size() : f.args.size();
-    uint64_t inputs = 0, results = 0;
+    uint64_t inputs = 0, results = 0, states = 0;
     for (size_t i = 0; i < f.args.size(); ++i) {
       uint64_t b = bytes(f.args[i]->type);
       if (i >= firstState && i - firstState < tr->states.size()) {
         const auto& st = tr->states[i - firstState];
         states_["optimizer/" + tr->optimizer + "/" + st.param + "/" + st.slot] = b;
+        states = addBytes(states, b);
       } else {
         inputs = addBytes(inputs, b);
       }
@@ -855,6 +857,13 @@ class MemoryWalker : public ShardingWalk {
     }
     uint64_t work = backend::jitPlannedPeakBytes(f, jit_);
     uint64_t total = addBytes(addBytes(inputs, work), results);
+    if (step && tr && tr->kind == ir::TrainRequest::Minimize) {
+      // Its results: the loss, then each param's update (local, as its gradient), then the states.
+      MemoryEstimate::TrainingStep t{0, 0, states, inputs, work, results, th.loc};
+      for (size_t i = 1; i <= tr->params.size() && i < f.results.size(); ++i)
+        t.gradBytes = addBytes(t.gradBytes, bytes(f.results[i]->type));
+      if (!est_.training || t.peak() > est_.training->peak()) est_.training = t;
+    }
     if (total > est_.activationBytes || !est_.where.valid()) {
       est_.activationBytes = total;
       est_.inputBytes = inputs;

@@ -83,6 +83,22 @@ struct MemoryEstimate {
   uint64_t inputBytes = 0, workspaceBytes = 0, resultBytes = 0;  // its parts
   SourceLoc where;               // that computation in fn main
   uint64_t total() const { return addBytes(addBytes(paramBytes, stateBytes), activationBytes); }
+  // The training step `opt.minimize` runs in fn main (the one with the
+  // largest peak when there are several), per rank, as measured for the
+  // estimate (`gsl compile --stats json`'s "training", docs/robustness.md).
+  struct TrainingStep {
+    uint64_t paramBytes = 0;       // every param's block (paramBytes above)
+    uint64_t gradBytes = 0;        // the blocks of the step's gradients (its params' shapes and shardings)
+    uint64_t stateBytes = 0;       // the blocks of the step's optimizer states
+    uint64_t inputBytes = 0;       // the step's own inputs (the batch)
+    uint64_t activationBytes = 0;  // the planner's peak workspace of the step's intermediate values
+    uint64_t resultBytes = 0;      // the loss, updated params and states the step writes
+    SourceLoc where;
+    uint64_t peak() const {
+      return addBytes(addBytes(addBytes(paramBytes, stateBytes), addBytes(inputBytes, activationBytes)), resultBytes);
+    }
+  };
+  std::optional<TrainingStep> training;
 };
 MemoryEstimate estimateMemory(const frontend::CheckedProgram& prog, const RunOptions& opts);
 

@@ -9,7 +9,11 @@ trap 'rm -rf "$dir"' EXIT
 cd "$dir"
 "$gsl" run "$src/tests/training/mlp_adam.gsl" --log "$dir/log.jsonl" >/dev/null 2>&1
 "$gsl" compile "$src/examples/moe.gsl" --stats json >"$dir/stats.json"
-python3 - "$dir/log.jsonl" "$dir/stats.json" <<'PY'
+mlp=$src/tests/training/mlp_adam.gsl
+"$gsl" compile "$mlp" --stats json -np 1 >"$dir/train1.json"
+"$gsl" compile "$mlp" --stats json -np 4 -D DP=2 -D MP=2 >"$dir/train4.json"
+"$gsl" compile "$src/tests/programs/reductions.gsl" --stats json >"$dir/notrain.json"
+python3 - "$dir/log.jsonl" "$dir/stats.json" "$dir/train1.json" "$dir/train4.json" "$dir/notrain.json" <<'PY'
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()
 assert lines, "the log is empty"
@@ -22,12 +26,38 @@ for i, l in enumerate(lines):
     assert d["step"] == i + 1 and isinstance(d["loss"], float) and isinstance(d["examples_per_s"], int), l
     assert isinstance(d["compile_s"], (int, float)) and d["compile_s"] >= 0, l
 s = json.load(open(sys.argv[2]), object_pairs_hook=lambda kv: kv)
-assert [k for k, _ in s] == ["np", "param_bytes_per_rank", "functions"], s
+assert [k for k, _ in s] == ["np", "param_bytes_per_rank", "functions", "training"], s
 fns = dict(s)["functions"]
 assert fns, "no functions"
 for name, f in fns:
     assert [k for k, _ in f] == ["jit_peak_bytes", "flops", "param_bytes", "peak_activation_bytes", "collectives"], name
     for kind, c in dict(f)["collectives"]:
         assert [k for k, _ in c] == ["calls", "bytes"], kind
-print("PASS", len(lines), "log lines,", len(fns), "functions")
+# "training": the step opt.minimize runs in fn main, bytes per rank.
+keys = ["param_bytes", "grad_bytes", "optimizer_state_bytes", "input_bytes", "activation_bytes", "result_bytes",
+        "peak_bytes"]
+def training(path):
+    t = json.load(open(path), object_pairs_hook=lambda kv: kv)
+    assert [k for k, _ in t][-1] == "training", t
+    tr = dict(t)["training"]
+    assert [k for k, _ in tr] == keys, tr
+    tr = dict(tr)
+    assert all(isinstance(v, int) and v >= 0 for v in tr.values()), tr
+    assert tr["param_bytes"] == dict(t)["param_bytes_per_rank"], tr
+    assert tr["peak_bytes"] == sum(tr[k] for k in keys[:-1] if k != "grad_bytes"), tr
+    assert tr["activation_bytes"] > 0 and tr["input_bytes"] > 0, tr
+    return tr
+# mlp_adam: w1 [8, 16], b1 [16], w2 [16, 1], f32, all trained by Adam (m, v).
+t1, t4 = training(sys.argv[3]), training(sys.argv[4])
+assert t1["param_bytes"] == (8 * 16 + 16 + 16) * 4, t1
+assert t1["grad_bytes"] == t1["param_bytes"] and t1["optimizer_state_bytes"] == 2 * t1["param_bytes"], t1
+# data 2 x model 2: every param split over model (2 ways), so are their
+# gradients and states; the step's intermediate values over data and model.
+assert t4["param_bytes"] == t1["param_bytes"] // 2, t4
+assert t4["grad_bytes"] == t4["param_bytes"] and t4["optimizer_state_bytes"] == 2 * t4["param_bytes"], t4
+assert t4["activation_bytes"] < t1["activation_bytes"], (t1, t4)
+# No training step: no "training" key.
+n = json.load(open(sys.argv[5]), object_pairs_hook=lambda kv: kv)
+assert [k for k, _ in n] == ["np", "param_bytes_per_rank", "functions"], n
+print("PASS", len(lines), "log lines,", len(fns), "functions, training", t1, t4)
 PY

@@ -165,7 +165,8 @@ bool memoryLimit(const std::string& flag, int64_t np, gsl::runtime::RunOptions& 
 nlohmann::ordered_json statsJson(const gsl::ir::Module& mod,
                                  const std::vector<std::unique_ptr<gsl::ir::Function>>& perRank,
                                  const std::vector<std::string>& userFns, const std::string& only,
-                                 const gsl::backend::JitOptions& jit) {
+                                 const gsl::backend::JitOptions& jit,
+                                 const std::optional<gsl::runtime::MemoryEstimate::TrainingStep>& training) {
   uint64_t paramBytes = 0;
   for (const auto& p : mod.params)
     paramBytes += (uint64_t)gsl::ir::TensorType{p.type.dtype, gsl::ir::localShape(mod, p.type, p.sharding)}
@@ -181,7 +182,17 @@ nlohmann::ordered_json statsJson(const gsl::ir::Module& mod,
     entry.update(gsl::passes::costJson(gsl::passes::estimateCost(mod, *f)));
     fns[f->name] = std::move(entry);
   }
-  return {{"np", mod.np}, {"param_bytes_per_rank", paramBytes}, {"functions", std::move(fns)}};
+  nlohmann::ordered_json out = {{"np", mod.np}, {"param_bytes_per_rank", paramBytes}, {"functions", std::move(fns)}};
+  // The training step of fn main, as the run's memory estimate measures it.
+  if (training)
+    out["training"] = {{"param_bytes", training->paramBytes},
+                       {"grad_bytes", training->gradBytes},
+                       {"optimizer_state_bytes", training->stateBytes},
+                       {"input_bytes", training->inputBytes},
+                       {"activation_bytes", training->activationBytes},
+                       {"result_bytes", training->resultBytes},
+                       {"peak_bytes", training->peak()}};
+  return out;
 }
 
 }  // namespace
@@ -551,7 +562,11 @@ int main(int argc, char** argv) {
       }
     }
     if (stats) {
-      std::cout << statsJson(mod, perRank, prog->userFunctions, fn, gsl::backend::jitOptionsFromEnvironment()).dump(2) << "\n";
+      gsl::runtime::RunOptions ro;
+      ro.jit = gsl::backend::jitOptionsFromEnvironment();
+      std::cout << statsJson(mod, perRank, prog->userFunctions, fn, ro.jit, gsl::runtime::estimateMemory(*prog, ro).training)
+                       .dump(2)
+                << "\n";
       return 0;
     }
     if (emitKind == EmitKind::Llvm) {
