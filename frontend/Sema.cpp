@@ -178,6 +178,20 @@ void Sema::declConst(const ast::Decl& d) {
     consts_[d.name] = Num{false, 0, it->second};
     return;
   }
+  if (d.override) {  // `import "f.gsl" with (NAME = value)`
+    const ast::Expr& e = *d.override->value;
+    auto v = constEval(e);
+    auto declared = constEval(*d.value);  // its kind: integer or float
+    if (!v || !declared) return;
+    if (declared->isInt && !v->isInt) {
+      err(startLoc(e), "'" + d.name + "' is an integer const of \"" + d.overrideImport + "\" (" + formatNum(*declared) +
+                           "), but with sets it to " + formatNum(*v));
+      return;
+    }
+    consts_[d.name] = declared->isInt ? *v : Num{false, 0, v->d()};
+    if (dependsOnNP(e)) npConsts_.insert(d.name);
+    return;
+  }
   // Integer or float (`const LR = 0.001`); a float const used where an
   // integer is needed (a dimension, a loop bound) is refused there.
   if (auto v = constEval(*d.value)) {
