@@ -288,6 +288,18 @@ int32_t floorModI32(int32_t a, int32_t b) {
   return r;
 }
 
+// Python's and NumPy's `//` on integers: the quotient rounded toward
+// minus infinity (floorModI32's partner: a == (a // b) * b + a % b).
+// b == 0 gives 0 (NumPy, with a warning) and INT_MIN // -1 wraps to
+// INT_MIN (NumPy): never traps.
+int32_t floorDivI32(int32_t a, int32_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return (int32_t)(0u - (uint32_t)a);
+  int32_t q = a / b;
+  if (a % b != 0 && ((a % b < 0) != (b < 0))) --q;
+  return q;
+}
+
 // Integer power by squaring, wrapping; negative exponents give the integer
 // part of 1 / a^-e: 1 for a = 1, +-1 for a = -1, else 0 (0 ** -e as well).
 int32_t powI32(int32_t a, int32_t e) {
@@ -376,6 +388,7 @@ Tensor binary(OpKind k, const Tensor& a, const Tensor& b, const TensorType& rt) 
       case OpKind::Mul: return f(wrapMul);
       case OpKind::Pow: return f(powI32);
       case OpKind::Mod: return f(floorModI32);
+      case OpKind::FloorDiv: return f(floorDivI32);
       case OpKind::Maximum: return f([](int32_t x, int32_t y) { return std::max(x, y); });
       case OpKind::Minimum: return f([](int32_t x, int32_t y) { return std::min(x, y); });
       default: break;
@@ -764,6 +777,16 @@ Tensor randomUniform(const Tensor& seed, const KernelContext& ctx, const TensorT
   return out;
 }
 
+// iota (arange): each element its index along `axis`.
+Tensor iota(const TensorType& rt, int64_t axis) {
+  Tensor out(rt);
+  int64_t n = rt.shape[axis], inner = 1;
+  for (int d = (int)axis + 1; d < rt.rank(); ++d) inner *= rt.shape[d];
+  int32_t* r = out.i32();
+  for (int64_t i = 0; i < out.size(); ++i) r[i] = (int32_t)(i / inner % n);
+  return out;
+}
+
 // dropout with a key, or the identity (kernel in dropoutInto).
 Tensor dropout(const ir::Op& op, const std::vector<Tensor>& in, const KernelContext& ctx, const TensorType& rt) {
   Tensor out = retype(in[0], rt);
@@ -835,6 +858,7 @@ static Tensor evalAs(const ir::Op& op, const std::vector<Tensor>& in, const Kern
     }
     case OpKind::Constant: return constant(op, rt);
     case OpKind::RandomUniform: need(1); return randomUniform(in[0], ctx, rt);
+    case OpKind::Iota: need(0); return iota(rt, at.getInt("axis"));
     case OpKind::Dropout: return dropout(op, in, ctx, rt);
 
     case OpKind::Copy: case OpKind::Neg: case OpKind::Exp: case OpKind::Log:
@@ -845,7 +869,7 @@ static Tensor evalAs(const ir::Op& op, const std::vector<Tensor>& in, const Kern
       return unary(op.kind, in[0], rt);
 
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div:
-    case OpKind::Pow: case OpKind::Mod: case OpKind::Maximum: case OpKind::Minimum:
+    case OpKind::Pow: case OpKind::Mod: case OpKind::FloorDiv: case OpKind::Maximum: case OpKind::Minimum:
     case OpKind::Eq: case OpKind::Ne: case OpKind::Lt: case OpKind::Le:
     case OpKind::Gt: case OpKind::Ge: case OpKind::And: case OpKind::Or:
       need(2);

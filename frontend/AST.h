@@ -120,6 +120,12 @@ struct Decl {
   DeclKind kind;
   SourceLoc loc;
   std::string name;                   // import path for Import
+  // Import `with (L = 2, D = 64)`: the imported file's consts to override.
+  std::vector<CallArg> with;
+  // Const: the `with` entry of the import that overrides it (set by the
+  // loader, frontend/Frontend.cpp), and that import's path.
+  const CallArg* override = nullptr;
+  std::string overrideImport;
   ExprPtr value;                      // Const value, Param init, Optimizer/Dataset constructor
   std::vector<MeshAxisDecl> axes;     // Mesh
   std::unique_ptr<TypeExpr> type;     // Param

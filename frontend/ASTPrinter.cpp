@@ -170,7 +170,12 @@ std::string printAST(const Program& p) {
     const Decl& d = *dp;
     os << d.loc.line << ":" << d.loc.col << " ";
     switch (d.kind) {
-      case DeclKind::Import: os << "import " << quote(d.name) << "\n"; break;
+      case DeclKind::Import:
+        os << "import " << quote(d.name);
+        for (size_t i = 0; i < d.with.size(); ++i)
+          os << (i ? ", " : " with (") << d.with[i].keyword << " = " << exprStr(*d.with[i].value);
+        os << (d.with.empty() ? "\n" : ")\n");
+        break;
       case DeclKind::Const: os << "const " << d.name << " = " << exprStr(*d.value) << "\n"; break;
       case DeclKind::Mesh: {
         os << "mesh " << d.name << " = [";

@@ -101,7 +101,7 @@ std::optional<Num> Sema::foldBinary(const std::string& op, Num a, Num b, SourceL
     if (op == "+") ovf = __builtin_add_overflow(a.i, b.i, &r);
     else if (op == "-") ovf = __builtin_sub_overflow(a.i, b.i, &r);
     else if (op == "*") ovf = __builtin_mul_overflow(a.i, b.i, &r);
-    else if (op == "/" || op == "%") {
+    else if (op == "/" || op == "%" || op == "//") {
       if (b.i == 0) {
         err(l, "division by zero in a constant expression");
         return std::nullopt;
@@ -110,7 +110,7 @@ std::optional<Num> Sema::foldBinary(const std::string& op, Num a, Num b, SourceL
       // divides evenly: 6 / 3 is 2.0, as i32 / i32 on tensors.
       if (op == "/" && !exactDiv) return Num{false, 0, (double)a.i / (double)b.i};
       if (b.i == -1) {  // INT64_MIN / -1 overflows (and INT64_MIN % -1 traps)
-        if (op == "/") ovf = __builtin_sub_overflow(int64_t(0), a.i, &r);
+        if (op != "%") ovf = __builtin_sub_overflow(int64_t(0), a.i, &r);
         else r = 0;
       } else if (op == "/") {
         if (a.i % b.i != 0) {
@@ -118,6 +118,9 @@ std::optional<Num> Sema::foldBinary(const std::string& op, Num a, Num b, SourceL
           return std::nullopt;
         }
         r = a.i / b.i;
+      } else if (op == "//") {  // Python's //: rounded toward minus infinity
+        r = a.i / b.i;
+        if (a.i % b.i != 0 && (a.i % b.i < 0) != (b.i < 0)) --r;
       } else {  // Python's %: the result has the divisor's sign
         r = a.i % b.i;
         if (r != 0 && (r < 0) != (b.i < 0)) r += b.i;
@@ -148,6 +151,7 @@ std::optional<Num> Sema::foldBinary(const std::string& op, Num a, Num b, SourceL
   else if (op == "*") r = x * y;
   else if (op == "/") r = x / y;
   else if (op == "%") r = x - std::floor(x / y) * y;
+  else if (op == "//") r = std::floor(x / y);
   else if (op == "**") r = std::pow(x, y);
   else {
     err(l, "operator '" + op + "' is not allowed in a constant expression");

@@ -106,13 +106,43 @@ struct Loader {
   std::set<std::string> seen;  // canonical paths already loaded
   std::vector<const ast::Decl*> decls;
 
-  // Parses a file's text and, depth first, its imports.
-  void load(const std::string& display, const std::string& text, const std::string& dir) {
+  // `import "f.gsl" with (L = 2)`: marks each named const of the imported
+  // file `p` with its new value (Sema's declConst reads it).
+  void applyWith(const ast::Decl& imp, ast::Program& p) {
+    for (const auto& w : imp.with) {
+      if (w.keyword.empty()) {
+        diags.error(w.loc, "import ... with (...) takes NAME = VALUE entries, the consts of \"" + imp.name + "\" to set");
+        continue;
+      }
+      ast::Decl* target = nullptr;
+      std::string consts;
+      for (auto& d : p.decls) {
+        if (d->kind != ast::DeclKind::Const) continue;
+        if (d->name == w.keyword && !target) target = d.get();
+        consts += (consts.empty() ? "" : ", ") + d->name;
+      }
+      if (!target) {
+        diags.error(w.loc, "'" + w.keyword + "' is not a const of \"" + imp.name + "\" (" +
+                               (consts.empty() ? "it declares no consts" : "its consts: " + consts) + ")");
+      } else if (target->override) {
+        diags.error(w.loc, "'" + w.keyword + "' is set twice in this import");
+      } else {
+        target->override = &w;
+        target->overrideImport = imp.name;
+      }
+    }
+  }
+
+  // Parses a file's text and, depth first, its imports (`imp`: the import
+  // that names this file, null for the root file).
+  void load(const std::string& display, const std::string& text, const std::string& dir,
+            const ast::Decl* imp = nullptr) {
     int file = sm.addFile(display, text);
     if (!checkUtf8(text, file, diags)) return;
     auto ast = parseProgram(sm, file, diags);
     if (!ast) return;
     ast::Program* p = ast.get();
+    if (imp) applyWith(*imp, *p);
     // A file never imports itself: examples/moe.gsl's `import "moe.gsl"`
     // finds stdlib/moe.gsl.
     std::error_code sec;
@@ -140,13 +170,17 @@ struct Loader {
       }
       std::error_code ec;
       std::string canon = fs::weakly_canonical(found, ec).string();
-      if (!seen.insert(canon).second) continue;  // already imported
+      if (!seen.insert(canon).second) {  // already imported
+        if (!d->with.empty())
+          diags.error(d->loc, "\"" + d->name + "\" is already imported; set its consts (with) where it is first imported");
+        continue;
+      }
       std::string t, why;
       if (!readText(found, t, why)) {
         diags.error(d->loc, "cannot read import \"" + d->name + "\": " + why);
         continue;
       }
-      load(found, t, fs::path(found).parent_path().string());
+      load(found, t, fs::path(found).parent_path().string(), d.get());
     }
   }
 };

@@ -68,7 +68,7 @@ struct HostStmt {
 };
 
 // `dataset NAME = copy_task(batch=, seq=, vocab=)`, `reverse_task(...)`,
-// `npy_tokens("file.npy", batch=, seq=)` or
+// `npy_tokens("file.npy", batch=, seq=[, vocab=])` or
 // `npy_pairs("x.npy", "y.npy", batch=, features=)` (supervised: inputs
 // f32[batch, features], labels i32[batch]).
 struct Dataset {

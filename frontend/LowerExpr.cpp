@@ -135,7 +135,7 @@ EV Sema::lowerName(Ctx& c, const ast::Expr& e) {
 OpKind Sema::binaryKind(const std::string& op) {
   static const std::map<std::string, OpKind> m = {
       {"+", OpKind::Add}, {"-", OpKind::Sub}, {"*", OpKind::Mul}, {"/", OpKind::Div},
-      {"%", OpKind::Mod}, {"**", OpKind::Pow}, {"@", OpKind::MatMul}, {"==", OpKind::Eq},
+      {"%", OpKind::Mod}, {"//", OpKind::FloorDiv}, {"**", OpKind::Pow}, {"@", OpKind::MatMul}, {"==", OpKind::Eq},
       {"!=", OpKind::Ne}, {"<", OpKind::Lt}, {"<=", OpKind::Le}, {">", OpKind::Gt},
       {">=", OpKind::Ge}, {"and", OpKind::And}, {"or", OpKind::Or}};
   return m.at(op);
@@ -163,7 +163,7 @@ EV Sema::lowerBinary(Ctx& c, const ast::Expr& e) {
       return {};
     }
   const std::string& op = e.text;
-  bool arith = op == "+" || op == "-" || op == "*" || op == "/" || op == "%" || op == "**";
+  bool arith = op == "+" || op == "-" || op == "*" || op == "/" || op == "%" || op == "//" || op == "**";
   if (a.kind == EV::Literal && b.kind == EV::Literal && arith) {
     auto r = foldBinary(op, a.lit, b.lit, e.loc, false);
     if (!r) return {};

@@ -194,6 +194,7 @@ class Builder {
       d->kind = ast::DeclKind::Import;
       d->name = unquote(x->STRING()->getText());
       d->loc = loc(x->STRING());
+      d->with = callArgs(x->arg(), 0);
     } else if (auto* x = dynamic_cast<GSLParser::ConstDeclContext*>(c)) {
       namedValue(*d, ast::DeclKind::Const, x);
     } else if (auto* x = dynamic_cast<GSLParser::MeshDeclContext*>(c)) {

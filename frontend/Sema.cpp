@@ -178,6 +178,20 @@ void Sema::declConst(const ast::Decl& d) {
     consts_[d.name] = Num{false, 0, it->second};
     return;
   }
+  if (d.override) {  // `import "f.gsl" with (NAME = value)`
+    const ast::Expr& e = *d.override->value;
+    auto v = constEval(e);
+    auto declared = constEval(*d.value);  // its kind: integer or float
+    if (!v || !declared) return;
+    if (declared->isInt && !v->isInt) {
+      err(startLoc(e), "'" + d.name + "' is an integer const of \"" + d.overrideImport + "\" (" + formatNum(*declared) +
+                           "), but with sets it to " + formatNum(*v));
+      return;
+    }
+    consts_[d.name] = declared->isInt ? *v : Num{false, 0, v->d()};
+    if (dependsOnNP(e)) npConsts_.insert(d.name);
+    return;
+  }
   // Integer or float (`const LR = 0.001`); a float const used where an
   // integer is needed (a dimension, a loop bound) is refused there.
   if (auto v = constEval(*d.value)) {
@@ -466,11 +480,13 @@ void Sema::declDataset(const ast::Decl& d) {
   } else if (e.kind == ast::ExprKind::Call && e.text == "npy_tokens") {
     ds.kind = "npy";
     if (e.args.empty() || !e.args[0].keyword.empty() || e.args[0].value->kind != ast::ExprKind::String) {
-      err(e.loc, "npy_tokens takes the path of an i32 .npy file first: npy_tokens(\"tokens.npy\", batch=B, seq=S)");
+      err(e.loc, "npy_tokens takes the path of a 1-D integer .npy file first: npy_tokens(\"tokens.npy\", batch=B, seq=S)");
       return;
     }
     ds.path = e.args[0].value->text;
-    if (!numericKeywords(e, {{"batch", 0}, {"seq", 0}}, kw, 1)) return;
+    // vocab= is optional: given, every token is checked to be below it.
+    if (!numericKeywords(e, {{"batch", 0}, {"seq", 0}, {"vocab", -1}}, kw, 1)) return;
+    if (kw["vocab"] == -1) kw.erase("vocab");
   } else if (e.kind == ast::ExprKind::Call && e.text == "npy_pairs") {
     ds.kind = "pairs";
     if (e.args.size() < 2 || !e.args[0].keyword.empty() || !e.args[1].keyword.empty() ||
@@ -492,7 +508,7 @@ void Sema::declDataset(const ast::Decl& d) {
     }
   ds.batch = (int64_t)kw["batch"];
   ds.seq = (int64_t)kw["seq"];
-  ds.vocab = kw.count("vocab") ? (int64_t)kw["vocab"] : 0;
+  ds.vocab = kw.count("vocab") ? (int64_t)kw["vocab"] : 0;  // npy_tokens: 0 when not given
   ds.features = kw.count("features") ? (int64_t)kw["features"] : 0;
   if ((ds.kind == "copy" || ds.kind == "reverse") && (ds.seq < 4 || ds.vocab < 3)) {
     err(e.loc, e.text + " needs seq >= 4 and vocab >= 3");

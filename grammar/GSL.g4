@@ -6,7 +6,7 @@ grammar GSL;
 program : decl* EOF ;
 
 decl
-    : 'import' STRING                                             # importDecl
+    : 'import' STRING ('with' '(' arg (',' arg)* ','? ')')?        # importDecl
     | 'const' ID '=' expr                                         # constDecl
     | 'mesh' ID '=' '[' meshAxis (',' meshAxis)* ','? ']'        # meshDecl
     | 'param' ID ':' type annotation? '=' expr                    # paramDecl
@@ -66,7 +66,7 @@ expr
     | expr '[' (index (',' index)* ','?)? ']'                     # indexExpr
     | <assoc=right> expr '**' expr                                # powExpr
     | op=('-' | '+') expr                                         # unaryExpr
-    | expr op=('*' | '/' | '%' | '@') expr                        # mulExpr
+    | expr op=('*' | '/' | '%' | '@' | '//') expr                 # mulExpr
     | expr op=('+' | '-') expr                                    # addExpr
     | expr op=('==' | '!=' | '<' | '<=' | '>' | '>=') expr        # cmpExpr
     | 'not' expr                                                  # notExpr

@@ -106,6 +106,14 @@ static std::string ruleDiv(const std::vector<TensorType>& in, AttrMap& at, Tenso
   return "";
 }
 
+// `//` (floor division, Python's and NumPy's): i32 only (a float `//`
+// would need a floor op; `floor(a / b)` in const expressions).
+static std::string ruleFloorDiv(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
+  if (auto e = ruleArith(in, at, out); !e.empty()) return e;
+  if (in[0].dtype != DType::I32) return "floor division // needs i32 operands, got " + ty(in[0]) + " (use a / b on floats)";
+  return "";
+}
+
 static std::string ruleCompare(const std::vector<TensorType>& in, AttrMap&, TensorType& out) {
   if (auto e = sameDType(in[0], in[1]); !e.empty()) return e;
   out.dtype = DType::Bool;
@@ -441,6 +449,19 @@ static std::string ruleTake(const std::vector<TensorType>& in, AttrMap&, TensorT
   return "";
 }
 
+// iota {shape, axis} (the builtin arange): i32 element = its index along
+// `axis` (`arange(8)` is [0, 1, ..., 7]).
+static std::string ruleIota(const std::vector<TensorType>&, AttrMap& at, TensorType& out) {
+  const auto& s = at.getInts("shape");
+  if (s.empty()) return "arange needs a shape of rank >= 1, as arange(8) or arange([4, 8], axis=1)";
+  for (auto d : s)
+    if (d <= 0) return "arange shape " + shapeStr(s) + " has a non-positive size";
+  out.dtype = DType::I32;
+  out.shape = s;
+  if (!at.has("axis")) at.set("axis", int64_t(0));
+  return oneAxis(out, at);
+}
+
 static std::string ruleRandom(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
   if (in[0].dtype != DType::I32 || in[0].rank() != 0)
     return "random_uniform seed must be an i32 scalar, got " + ty(in[0]);
@@ -611,6 +632,7 @@ static std::vector<OpInfo> makeTable() {
       {K::Div, "div", nullptr, C::Binary, {}, ruleDiv, gradDiv, shardBroadcasting, partitionLocal},
       {K::Pow, "pow", nullptr, C::Binary, {}, ruleArith, gradPow, shardBroadcasting, partitionLocal},
       {K::Mod, "mod", nullptr, C::Binary, {}, ruleArith, nullptr, shardBroadcasting, partitionLocal, L::Natural, nullptr, NotDifferentiable},
+      {K::FloorDiv, "floor_div", nullptr, C::Binary, {}, ruleFloorDiv, nullptr, shardBroadcasting, partitionLocal, L::Natural, nullptr, NotDifferentiable},
       {K::Maximum, "maximum", "maximum", C::Binary, {{"a", A::Tensor}, {"b", A::Tensor}}, ruleArith, gradMaximum, shardBroadcasting, partitionLocal},
       {K::Minimum, "minimum", "minimum", C::Binary, {{"a", A::Tensor}, {"b", A::Tensor}}, ruleArith, gradMinimum, shardBroadcasting, partitionLocal},
       {K::Eq, "eq", nullptr, C::Binary, {}, ruleCompare, nullptr, shardBroadcasting, partitionLocal, L::Natural, nullptr, NotDifferentiable},
@@ -642,7 +664,8 @@ static std::vector<OpInfo> makeTable() {
       {K::Take, "take", "take", C::DataMovement, {{"table", A::Tensor}, {"idx", A::Tensor}}, ruleTake, gradTake, shardTake, partitionTake, L::Natural, nullptr, IndexOperand},
       {K::DynamicIndex, "dynamic_index", nullptr, C::DataMovement, {X, {"i", A::Tensor}}, ruleDynamicIndex, gradDynamicIndex, shardDynamicIndex, partitionLocal},
       {K::DynamicUpdate, "dynamic_update", nullptr, C::DataMovement, {X, {"u", A::Tensor}, {"i", A::Tensor}}, ruleDynamicUpdate, gradDynamicUpdate, shardDynamicUpdate, partitionLocal},
-      {K::RandomUniform, "random_uniform", "random_uniform", C::Source, {{"shape", A::Ints}, {"seed", A::Tensor}}, ruleRandom, nullptr, shardRandom, partitionRandom},
+      {K::RandomUniform, "random_uniform", "random_uniform", C::Source, {{"shape", A::Ints}, {"seed", A::Tensor}}, ruleRandom, nullptr, shardRandom, partitionWhole},
+      {K::Iota, "iota", "arange", C::Source, {{"shape", A::Ints}, {"axis", A::Int, int64_t(0)}}, ruleIota, nullptr, shardSource, partitionWhole},
       {K::Dropout, "dropout", "dropout", C::Random, {X, {"p", A::Float, 0.5}}, ruleDropout, gradDropout, shardDropout, partitionDropout, L::F32},
       // Collectives: no surface builtin; the args list their IR attributes.
       {K::AllReduce, "all_reduce", nullptr, C::Collective, {X, MESH, AXES, {"reduce", A::String, std::string("sum")}}, ruleAllReduce, nullptr, nullptr, nullptr, L::Natural, volumeAllReduce},

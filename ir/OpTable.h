@@ -41,13 +41,13 @@ namespace gsl::ir {
   X(Param) X(Constant) X(Copy)                                              \
   X(Neg) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Tanh) X(Relu) X(Gelu) X(Erf)      \
   X(GeluExact) X(Sigmoid) X(Abs) X(Not) X(Cast)                             \
-  X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Mod) X(Maximum) X(Minimum)           \
+  X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Mod) X(FloorDiv) X(Maximum) X(Minimum) \
   X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge) X(And) X(Or) X(Where)                 \
   X(MatMul) X(Einsum)                                                       \
   X(Sum) X(Mean) X(Max) X(Min) X(ArgMax) X(Softmax) X(LogSoftmax)          \
   X(LayerNorm) X(CumSum)                                                    \
   X(Reshape) X(Transpose) X(Concat) X(Slice) X(Broadcast) X(OneHot)         \
-  X(Take) X(DynamicIndex) X(DynamicUpdate) X(RandomUniform) X(Dropout)      \
+  X(Take) X(DynamicIndex) X(DynamicUpdate) X(RandomUniform) X(Iota) X(Dropout) \
   X(AllReduce) X(AllGather) X(ReduceScatter) X(AllToAll)                    \
   X(CollectivePermute) X(ShardSlice) X(PadMask)                             \
   X(Loop)

@@ -57,9 +57,10 @@ void partitionCopy(LocalBuilder& b, const Op& op) {
   b.setResult(b.reshard(b.local(op.operands[0]), b.decided()));
 }
 
-void partitionRandom(LocalBuilder& b, const Op& op) {
-  LocalValue seed = b.reshard(b.local(op.operands[0]), Sharding::replicated("", 0));
-  Value* v = b.emit(OpKind::RandomUniform, {seed.v}, op.attrs);
+void partitionWhole(LocalBuilder& b, const Op& op) {
+  std::vector<Value*> in;
+  for (Value* x : op.operands) in.push_back(b.reshard(b.local(x), Sharding::replicated("", x->type.rank())).v);
+  Value* v = b.emit(op.kind, in, op.attrs);
   LocalValue whole = b.tag({v, Sharding::replicated("", op.result->type.rank())});
   b.setResult(b.reshard(whole, b.decided()));
 }

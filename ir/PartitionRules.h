@@ -118,8 +118,10 @@ class LocalBuilder {
 //   partitionParam       param: read at its storage sharding
 //   partitionConstant    constant: the local block of the decided sharding
 //   partitionCopy        copy (@shard on an expression): a reshard only
-//   partitionRandom      random_uniform: every rank draws the global stream
-//                        from the replicated seed and keeps its block
+//   partitionWhole       random_uniform, iota (arange): every rank computes
+//                        the whole result from replicated operands (the
+//                        global random stream, the global indices) and
+//                        keeps its block
 //   partitionSlice       slice: as partitionLocal, or folded into the concat
 //                        that uses it when that concat is a shift or a
 //                        window (below); along a split dim whose size it
@@ -146,7 +148,7 @@ class LocalBuilder {
 //                        mask
 #define GSL_PARTITION_RULES(X)                                                \
   X(partitionLocal) X(partitionLocalShape) X(partitionMean) X(partitionParam) \
-  X(partitionConstant) X(partitionCopy) X(partitionRandom) X(partitionSlice)  \
+  X(partitionConstant) X(partitionCopy) X(partitionWhole) X(partitionSlice)   \
   X(partitionConcat) X(partitionTake) X(partitionDropout)
 #define GSL_DECLARE_PARTITION_RULE(name) void name(LocalBuilder& b, const Op& op);
 GSL_PARTITION_RULES(GSL_DECLARE_PARTITION_RULE)

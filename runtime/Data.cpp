@@ -145,19 +145,28 @@ std::string shortest(double v) {
 
 }  // namespace
 
-NpyRows::NpyRows(const std::string& path, bool labels) : path_(path), labels_(labels) {
+NpyRows::NpyRows(const std::string& path, bool labels) : NpyRows(path, labels ? NpyKind::Labels : NpyKind::Inputs) {}
+
+NpyRows::NpyRows(const std::string& path, NpyKind kind) : path_(path), kind_(kind) {
   backend::NpyLayout l = backend::readNpyLayout(path);
   descr_ = l.descr;
-  static const char* const kInputs = "float32 '<f4', float64 '<f8' or uint8 '|u1'";
-  static const char* const kLabels = "int32 '<i4', int64 '<i8', uint8 '|u1' or bool '|b1'";
-  if (labels ? (descr_ == "<i4" || descr_ == "<i8" || descr_ == "|u1" || descr_ == "|b1")
-             : (descr_ == "<f4" || descr_ == "<f8" || descr_ == "|u1"))
-    itemSize_ = descr_[2] - '0';
-  else
-    fail(path + ": npy_pairs reads " + (labels ? "labels" : "inputs") + " of " + (labels ? kLabels : kInputs) +
-         ", not '" + descr_ + "'");
+  struct Accepts {
+    const char* who;
+    const char* what;
+    std::vector<std::string> descrs;
+    const char* names;
+  };
+  static const Accepts kAccepts[] = {
+      {"npy_pairs", "inputs", {"<f4", "<f8", "|u1"}, "float32 '<f4', float64 '<f8' or uint8 '|u1'"},
+      {"npy_pairs", "labels", {"<i4", "<i8", "|u1", "|b1"}, "int32 '<i4', int64 '<i8', uint8 '|u1' or bool '|b1'"},
+      {"npy_tokens", "tokens", {"<i4", "<i8", "<u2", "|u1"}, "int32 '<i4', int64 '<i8', uint16 '<u2' or uint8 '|u1'"},
+  };
+  const Accepts& a = kAccepts[(int)kind];
+  if (std::find(a.descrs.begin(), a.descrs.end(), descr_) == a.descrs.end())
+    fail(path + ": " + a.who + " reads " + a.what + " of " + a.names + ", not '" + descr_ + "'");
+  itemSize_ = descr_[2] - '0';
   shape_ = l.shape;
-  if (shape_.empty()) fail(path + ": npy_pairs needs an array of rows, not a scalar");
+  if (shape_.empty()) fail(path + ": " + a.who + " needs an array of rows, not a scalar");
   for (size_t d = 1; d < shape_.size(); ++d) rowElems_ *= shape_[d];
   if (l.dataBytes < l.elements * itemSize_)
     fail(path + ": truncated: header says " + std::to_string(l.elements * itemSize_) + " bytes of data, file has " +
@@ -172,60 +181,82 @@ NpyRows::~NpyRows() {
 }
 
 void NpyRows::read(const std::vector<int64_t>& rows, void* dst) {
-  const size_t rowBytes = (size_t)rowElems_ * itemSize_;
-  buf_.resize(rowBytes);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const int64_t row = rows[i];
-    GSL_ASSERT(row >= 0 && row < this->rows(), "NpyRows::read: row out of range");
-    const uint64_t at = dataOffset_ + (uint64_t)row * rowBytes;
-    size_t done = 0;
-    while (done < rowBytes) {
-      ssize_t got = ::pread(fd_, buf_.data() + done, rowBytes - done, (off_t)(at + done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) fail(path_ + ": cannot read: " + (got < 0 ? std::strerror(errno) : "the file got shorter"));
-      done += (size_t)got;
-    }
-    bytesRead_ += rowBytes;
-    const char* src = buf_.data();
-    const uint64_t flat0 = (uint64_t)row * (uint64_t)rowElems_;
-    auto misfit = [&](const std::string& value, int64_t j) {
-      fail(path_ + ": " + value + " at index " + std::to_string(flat0 + (uint64_t)j) + " does not fit in " +
-           (labels_ ? "i32" : "f32"));
-    };
-    if (!labels_) {
-      float* out = static_cast<float*>(dst) + i * (size_t)rowElems_;
-      if (descr_ == "<f4") {
-        std::memcpy(out, src, rowBytes);  // little-endian host assumed, as backend/Npy
-      } else if (descr_ == "<f8") {
-        for (int64_t j = 0; j < rowElems_; ++j) {
-          double v;
-          std::memcpy(&v, src + 8 * j, 8);
-          if (std::isfinite(v) && std::fabs(v) > (double)std::numeric_limits<float>::max())
-            misfit("float64 value " + shortest(v), j);
-          out[j] = (float)v;
-        }
-      } else {
-        for (int64_t j = 0; j < rowElems_; ++j) out[j] = (float)(unsigned char)src[j];
+  for (size_t i = 0; i < rows.size(); ++i) readRange(rows[i], 1, static_cast<char*>(dst) + i * (size_t)rowElems_ * 4);
+}
+
+void NpyRows::readRange(int64_t first, int64_t count, void* dst) {
+  GSL_ASSERT(first >= 0 && count >= 0 && first + count <= rows(), "NpyRows::readRange: rows out of range");
+  const int64_t n = count * rowElems_;
+  const size_t bytes = (size_t)n * itemSize_;
+  buf_.resize(bytes);
+  const uint64_t at = dataOffset_ + (uint64_t)first * (uint64_t)rowElems_ * itemSize_;
+  size_t done = 0;
+  while (done < bytes) {
+    ssize_t got = ::pread(fd_, buf_.data() + done, bytes - done, (off_t)(at + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) fail(path_ + ": cannot read: " + (got < 0 ? std::strerror(errno) : "the file got shorter"));
+    done += (size_t)got;
+  }
+  bytesRead_ += bytes;
+  const char* src = buf_.data();
+  const uint64_t flat0 = (uint64_t)first * (uint64_t)rowElems_;
+  auto misfit = [&](const std::string& value, int64_t j) {
+    fail(path_ + ": " + value + " at index " + std::to_string(flat0 + (uint64_t)j) + " does not fit in " +
+         (kind_ == NpyKind::Inputs ? "f32" : "i32"));
+  };
+  if (kind_ == NpyKind::Inputs) {
+    float* out = static_cast<float*>(dst);
+    if (descr_ == "<f4") {
+      std::memcpy(out, src, bytes);  // little-endian host assumed, as backend/Npy
+    } else if (descr_ == "<f8") {
+      for (int64_t j = 0; j < n; ++j) {
+        double v;
+        std::memcpy(&v, src + 8 * j, 8);
+        if (std::isfinite(v) && std::fabs(v) > (double)std::numeric_limits<float>::max())
+          misfit("float64 value " + shortest(v), j);
+        out[j] = (float)v;
       }
     } else {
-      int32_t* out = static_cast<int32_t*>(dst) + i * (size_t)rowElems_;
-      if (descr_ == "<i4") {
-        std::memcpy(out, src, rowBytes);
-      } else if (descr_ == "<i8") {
-        for (int64_t j = 0; j < rowElems_; ++j) {
-          int64_t v;
-          std::memcpy(&v, src + 8 * j, 8);
-          if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
-            misfit("int64 value " + std::to_string(v), j);
-          out[j] = (int32_t)v;
-        }
-      } else if (descr_ == "|u1") {
-        for (int64_t j = 0; j < rowElems_; ++j) out[j] = (unsigned char)src[j];
-      } else {
-        for (int64_t j = 0; j < rowElems_; ++j) out[j] = src[j] != 0 ? 1 : 0;
-      }
+      for (int64_t j = 0; j < n; ++j) out[j] = (float)(unsigned char)src[j];
     }
+    return;
   }
+  int32_t* out = static_cast<int32_t*>(dst);
+  if (descr_ == "<i4") {
+    std::memcpy(out, src, bytes);
+  } else if (descr_ == "<i8") {
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t v;
+      std::memcpy(&v, src + 8 * j, 8);
+      if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+        misfit("int64 value " + std::to_string(v), j);
+      out[j] = (int32_t)v;
+    }
+  } else if (descr_ == "<u2") {
+    for (int64_t j = 0; j < n; ++j) {
+      uint16_t v;
+      std::memcpy(&v, src + 2 * j, 2);
+      out[j] = v;
+    }
+  } else if (descr_ == "|u1") {
+    for (int64_t j = 0; j < n; ++j) out[j] = (unsigned char)src[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j) out[j] = src[j] != 0 ? 1 : 0;
+  }
+}
+
+Tensor readTokenFile(const std::string& path, int64_t vocab) {
+  NpyRows f(path, NpyKind::Tokens);
+  if (f.shape().size() != 1)
+    fail(path + ": npy_tokens needs a 1-D array of tokens, got shape " + ir::shapeStr(f.shape()));
+  Tensor t(TensorType{DType::I32, {f.rows()}});
+  f.readRange(0, f.rows(), t.i32());
+  const int32_t* p = t.i32();
+  for (int64_t i = 0; i < f.rows(); ++i)
+    if (p[i] < 0 || (vocab > 0 && p[i] >= vocab))
+      fail(path + ": token " + std::to_string(p[i]) + " at index " + std::to_string(i) +
+           (p[i] < 0 ? " is negative" : " is not below vocab " + std::to_string(vocab)));
+  return t;
 }
 
 }  // namespace gsl::runtime

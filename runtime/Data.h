@@ -74,12 +74,16 @@ class ShuffledOrder {
 //     NaN stay); uint8 '|u1' exactly.
 //   labels (i32): int32 '<i4' as is; int64 '<i8' when in i32's range (else
 //     an error); uint8 '|u1' and bool '|b1' (0 or 1) exactly.
+//   tokens (i32, npy_tokens): int32 '<i4', int64 '<i8', uint16 '<u2' and
+//     uint8 '|u1', converted as labels.
 // Errors throw std::runtime_error: "<path>: <what>", a value that does not
 // fit naming it and its flat index in the file ("x.npy: float64 value 1e+39
 // at index 50 does not fit in f32").
+enum class NpyKind { Inputs, Labels, Tokens };
 class NpyRows {
  public:
   NpyRows(const std::string& path, bool labels);
+  NpyRows(const std::string& path, NpyKind kind);
   ~NpyRows();
   NpyRows(const NpyRows&) = delete;
   NpyRows& operator=(const NpyRows&) = delete;
@@ -93,12 +97,14 @@ class NpyRows {
   // other: rows.size() * rowElements() values of f32 (inputs) or i32
   // (labels).
   void read(const std::vector<int64_t>& rows, void* dst);
+  // Reads the `count` consecutive rows from `first` (one pread) into `dst`.
+  void readRange(int64_t first, int64_t count, void* dst);
   // The bytes read from the file's data so far (the header not counted).
   uint64_t bytesRead() const { return bytesRead_; }
 
  private:
   std::string path_, descr_;
-  bool labels_;
+  NpyKind kind_;
   int fd_ = -1;
   std::vector<int64_t> shape_;
   int64_t rowElems_ = 1;
@@ -122,5 +128,15 @@ int64_t syntheticAnswerStart(int64_t seq);
 // tokens[o+1 .. o+seq+1). Consecutive rows and steps read consecutive
 // windows until they wrap around to the start.
 Batch npyTokenBatch(const backend::Tensor& tokens, int64_t step, int64_t batch, int64_t seq);
+
+// The tokens of an npy_tokens file, read whole: a 1-D array of int32
+// '<i4', int64 '<i8', uint16 '<u2' or uint8 '|u1' (NumPy's default integer
+// and raw bytes included), converted to i32 [N] as NpyRows converts
+// labels. A token that does not fit in i32, is negative, or (vocab > 0:
+// the data set's vocab=) is not below vocab is an error naming the file
+// and the token's index: "t.npy: token 70000 at index 3 is not below vocab
+// 50000". Errors throw std::runtime_error (backend::NpyError for a file
+// that cannot be read as .npy).
+backend::Tensor readTokenFile(const std::string& path, int64_t vocab);
 
 }  // namespace gsl::runtime

@@ -308,12 +308,12 @@ class RankRunner : public HostWalker<HostValue> {
         if (it == npyTokens_.end()) {
           Tensor t;
           try {
-            t = backend::readNpy(ds->path);
+            t = readTokenFile(ds->path, ds->vocab);
           } catch (const backend::NpyError& e) {
             failReading(ds->loc, e.what());
+          } catch (const std::runtime_error& e) {
+            fail(ds->loc, e.what());
           }
-          if (t.dtype() != ir::DType::I32 || t.rank() != 1)
-            fail(ds->loc, ds->path + ": npy_tokens needs a 1-D i32 array, got " + t.type().str());
           it = npyTokens_.emplace(ds->path, t).first;
         }
         auto b = npyTokenBatch(it->second, p.step, ds->batch, ds->seq);

@@ -522,6 +522,18 @@ class OpLowering : public GemmEmitter {
           r = b_.CreateSelect(fix, b_.CreateAdd(r, d), r);
           return b_.CreateSelect(trivial, zero, r);
         }
+        case OpKind::FloorDiv: {  // floor division; 0 for b == 0, wrapping -a for b == -1 (as floorDivI32)
+          llvm::Value* byZero = b_.CreateICmpEQ(b, zero);
+          llvm::Value* byMinus1 = b_.CreateICmpEQ(b, b_.getInt32(-1));
+          llvm::Value* d = b_.CreateSelect(b_.CreateOr(byZero, byMinus1), b_.getInt32(1), b);
+          llvm::Value* q = b_.CreateSDiv(a, d);
+          llvm::Value* r = b_.CreateSRem(a, d);
+          llvm::Value* fix = b_.CreateAnd(b_.CreateICmpNE(r, zero),
+                                          b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(d, zero)));
+          q = b_.CreateSelect(fix, b_.CreateSub(q, b_.getInt32(1)), q);
+          q = b_.CreateSelect(byMinus1, b_.CreateSub(zero, a), q);
+          return b_.CreateSelect(byZero, zero, q);
+        }
         case OpKind::Maximum: return b_.CreateSelect(b_.CreateICmpSLT(a, b), b, a);
         case OpKind::Minimum: return b_.CreateSelect(b_.CreateICmpSLT(b, a), b, a);
         case OpKind::Eq: return boolWord(b_.CreateICmpEQ(a, b));
@@ -569,6 +581,7 @@ class OpLowering : public GemmEmitter {
       case OpKind::OneHot: return emitOneHot(op);
       case OpKind::Take: return emitTake(op);
       case OpKind::RandomUniform: return emitRandom(op);
+      case OpKind::Iota: return emitIota(op);
       case OpKind::Dropout: return emitDropout(op);
       case OpKind::Loop: return LoopLowering::emitLoop(*this, op);
       case OpKind::DynamicIndex: return LoopLowering::emitDynamicIndex(*this, op);
@@ -981,6 +994,21 @@ class OpLowering : public GemmEmitter {
     llvm::Value* seed = loadIn(i32_, ptr(op.operands[0]), i64c(0));
     b_.CreateCall(helper("gsl_rt_random_uniform", b_.getVoidTy(), {ptr_, i32_, ptr_, i64_}),
                   {ctx_, seed, ptr(op.result), i64c(op.result->type.numElements())});
+  }
+
+  // iota (arange): [outer, n, inner] around the axis; each element its
+  // index along the axis.
+  void emitIota(const ir::Op& op) {
+    const Shape& s = op.result->type.shape;
+    const int64_t axis = op.attrs.getInt("axis"), n = s[axis];
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= s[d];
+    for (int64_t d = axis + 1; d < (int64_t)s.size(); ++d) inner *= s[d];
+    llvm::Value* out = ptr(op.result);
+    map({outer, n, inner}, {{n * inner, inner, 1}},
+        [&](const std::vector<llvm::Value*>& ivs, const std::vector<llvm::Value*>& o) {
+          store(b_.CreateTrunc(ivs[1], i32_), out, o[0]);
+        });
   }
 
   // dropout: one helper call (the reference kernel's loop, no copies);

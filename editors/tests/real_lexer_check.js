@@ -20,6 +20,7 @@ const C = (tm, vim) => ({ tm, vim: new Set(vim) });
 const OP = ['gslOperator'];
 const KIND = {
   "'import'": C(/^keyword\.control\.import\.gsl$/, ['gslInclude']),
+  "'with'": C(/^keyword\.control\.import\.gsl$/, ['gslInclude']),
   "'if'": C(/^keyword\.control\.conditional\.gsl$/, ['gslConditional']),
   "'else'": C(/^keyword\.control\.conditional\.gsl$/, ['gslConditional']),
   "'for'": C(/^keyword\.control\.loop\.gsl$/, ['gslRepeat']),
@@ -55,7 +56,7 @@ const KIND = {
 };
 for (const op of ['==', '!=', '<', '<=', '>', '>='])
   KIND[`'${op}'`] = C(/^keyword\.operator\.comparison\.gsl$/, OP);
-for (const op of ['+', '-', '*', '/', '%'])
+for (const op of ['+', '-', '*', '/', '//', '%'])
   KIND[`'${op}'`] = C(/^keyword\.operator\.arithmetic\.gsl$/, OP);
 for (const b of ['(', ')', '[', ']', '{', '}'])
   KIND[`'${b}'`] = C(/^punctuation\.section\./, ['', 'gslDelimiter']);

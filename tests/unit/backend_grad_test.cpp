@@ -282,10 +282,10 @@ TEST_CASE("every differentiable op has a gradient rule; the others none") {
   // The rows declare which ops have none (ir/OpTable.h: sources, collectives,
   // and the NotDifferentiable trait); tests/unit/ir_optable_test.cpp checks
   // the declarations. Here: the declared set is the one autodiff expects.
-  std::vector<OpKind> none = {OpKind::Param, OpKind::Constant, OpKind::Not, OpKind::Mod,
+  std::vector<OpKind> none = {OpKind::Param, OpKind::Constant, OpKind::Not, OpKind::Mod, OpKind::FloorDiv,
                               OpKind::Eq, OpKind::Ne, OpKind::Lt, OpKind::Le, OpKind::Gt, OpKind::Ge,
                               OpKind::And, OpKind::Or, OpKind::ArgMax, OpKind::OneHot,
-                              OpKind::RandomUniform,
+                              OpKind::RandomUniform, OpKind::Iota,
                               OpKind::Loop};  // a loop is differentiated by the pass itself
   for (const auto& info : ir::allOps()) {
     INFO(info.mnemonic);

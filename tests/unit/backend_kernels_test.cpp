@@ -276,6 +276,23 @@ TEST_CASE("mod is floor-mod (sign of the divisor)") {
   checkI(run1(OpKind::Mod, {ia, ib}), {6}, {1, 2, -2, -1, 0, 0});  // mod by 0 gives 0
 }
 
+TEST_CASE("floor_div is Python's // (toward minus infinity), mod's partner") {
+  // Expected: numpy 1.24, np.int32 arrays (b == 0 gives 0, INT_MIN // -1 wraps).
+  Tensor ia = i32({8}, {7, -7, 7, -7, 5, -2147483647 - 1, -2147483647 - 1, 6});
+  Tensor ib = i32({8}, {3, 3, -3, -3, 0, -1, 2, -3});
+  checkI(run1(OpKind::FloorDiv, {ia, ib}), {8}, {2, -3, -3, 2, 0, -2147483647 - 1, -1073741824, -2});
+  Tensor q = run1(OpKind::FloorDiv, {ia, ib}), r = run1(OpKind::Mod, {ia, ib});
+  for (int i = 0; i < 8; ++i)
+    if (ib.i32()[i] != 0) CHECK((int32_t)((uint32_t)q.i32()[i] * (uint32_t)ib.i32()[i] + (uint32_t)r.i32()[i]) == ia.i32()[i]);
+}
+
+TEST_CASE("iota: each element its index along the axis") {
+  checkI(run1(OpKind::Iota, {}, attrs({{"shape", Ints{5}}, {"axis", int64_t(0)}})), {5}, {0, 1, 2, 3, 4});
+  checkI(run1(OpKind::Iota, {}, attrs({{"shape", Ints{2, 3}}, {"axis", int64_t(1)}})), {2, 3}, {0, 1, 2, 0, 1, 2});
+  checkI(run1(OpKind::Iota, {}, attrs({{"shape", Ints{2, 3, 2}}, {"axis", int64_t(1)}})), {2, 3, 2},
+         {0, 0, 1, 1, 2, 2, 0, 0, 1, 1, 2, 2});
+}
+
 TEST_CASE("i32 arithmetic and integer pow") {
   Tensor a = i32({2, 3}, {1, 2, 3, 4, 5, 6});
   Tensor b = i32({3}, {10, 20, 30});

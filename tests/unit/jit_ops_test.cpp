@@ -57,6 +57,15 @@ TEST_CASE("jit: random_uniform matches the interpreter bit for bit") {
   }
 }
 
+TEST_CASE("jit: iota matches the interpreter along every axis") {
+  for (int64_t axis : {0, 1, 2}) {
+    Builder b;
+    Value* r = b.op(OpKind::Iota, {}, attrs({{"shape", Ints{3, 5, 4}}, {"axis", axis}}));
+    Value* s = b.op(OpKind::Iota, {}, attrs({{"shape", Ints{7}}, {"axis", int64_t(0)}}));
+    b.check({r, s}, {});
+  }
+}
+
 TEST_CASE("jit: dropout matches the interpreter bit for bit") {
   KernelContext ctx;
   ctx.seed = 42;
@@ -156,7 +165,7 @@ TEST_CASE("jit: binary i32 and bool ops") {
   Tensor a = randI32({3, 1, 6}, -20, 20, 21), b = randI32({4, 6}, -5, 5, 22);
   Tensor edge = i32({8}, {0, -1, 1, 7, -7, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), 3});
   Tensor edge2 = i32({8}, {0, 0, -1, -1, 2, -1, 2, -4});
-  for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Mod, OpKind::Maximum, OpKind::Minimum, OpKind::Eq,
+  for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Mod, OpKind::FloorDiv, OpKind::Maximum, OpKind::Minimum, OpKind::Eq,
                    OpKind::Ne, OpKind::Lt, OpKind::Le, OpKind::Gt, OpKind::Ge, OpKind::Pow}) {
     INFO(ir::opName(k));
     checkOp(k, {a, b});

@@ -317,3 +317,29 @@ TEST_CASE("NpyRows: labels of int64, uint8 and bool; dtypes refused") {
   for (const char* n : {"y8.npy", "yu.npy", "yb.npy", "xu.npy", "y2.npy", "short.npy"})
     std::remove((std::filesystem::temp_directory_path() / (std::string("gsl_data_test_") + n)).c_str());
 }
+
+TEST_CASE("readTokenFile: int32, int64, uint16 and uint8 tokens; range and shape errors") {
+  auto tokens = [](const Tensor& t) { return std::vector<int32_t>(t.i32(), t.i32() + t.size()); };
+  std::string path = writeNpyFile("t4.npy", "<i4", "(3,)", rawOf(std::vector<int32_t>{5, 0, 2147483647}));
+  Tensor t = readTokenFile(path, 0);
+  CHECK(t.type() == TensorType{DType::I32, {3}});
+  CHECK(tokens(t) == std::vector<int32_t>{5, 0, 2147483647});
+  path = writeNpyFile("t8.npy", "<i8", "(4,)", rawOf(std::vector<int64_t>{3, 50256, 0, 7}));
+  CHECK(tokens(readTokenFile(path, 50257)) == std::vector<int32_t>{3, 50256, 0, 7});
+  CHECK(errorOf([&] { readTokenFile(path, 50256); }) == path + ": token 50256 at index 1 is not below vocab 50256");
+  path = writeNpyFile("t2.npy", "<u2", "(3,)", rawOf(std::vector<uint16_t>{65535, 1, 300}));
+  CHECK(tokens(readTokenFile(path, 65536)) == std::vector<int32_t>{65535, 1, 300});
+  path = writeNpyFile("t1.npy", "|u1", "(3,)", std::string("\x00\x80\xff", 3));
+  CHECK(tokens(readTokenFile(path, 256)) == std::vector<int32_t>{0, 128, 255});
+  path = writeNpyFile("tneg.npy", "<i8", "(3,)", rawOf(std::vector<int64_t>{1, 2, -1}));
+  CHECK(errorOf([&] { readTokenFile(path, 0); }) == path + ": token -1 at index 2 is negative");
+  path = writeNpyFile("tbig.npy", "<i8", "(2,)", rawOf(std::vector<int64_t>{1, (int64_t)1 << 31}));
+  CHECK(errorOf([&] { readTokenFile(path, 0); }) == path + ": int64 value 2147483648 at index 1 does not fit in i32");
+  path = writeNpyFile("tf.npy", "<f4", "(2,)", std::string(8, '\0'));
+  CHECK(errorOf([&] { readTokenFile(path, 0); }) ==
+        path + ": npy_tokens reads tokens of int32 '<i4', int64 '<i8', uint16 '<u2' or uint8 '|u1', not '<f4'");
+  path = writeNpyFile("t2d.npy", "<i4", "(2, 2)", std::string(16, '\0'));
+  CHECK(errorOf([&] { readTokenFile(path, 0); }) == path + ": npy_tokens needs a 1-D array of tokens, got shape [2, 2]");
+  for (const char* n : {"t4.npy", "t8.npy", "t2.npy", "t1.npy", "tneg.npy", "tbig.npy", "tf.npy", "t2d.npy"})
+    std::remove((std::filesystem::temp_directory_path() / (std::string("gsl_data_test_") + n)).c_str());
+}

@@ -27,7 +27,7 @@ syn match   gslOperator     "\*\*\|->\|\.\.\|==\|!=\|<=\|>=\|[-+*/%<>=@]"
 syn match   gslDelimiter    "[,:;]"
 
 " ---------------------------------------------------------------- keywords
-syn keyword gslInclude      import
+syn keyword gslInclude      import with
 syn keyword gslConditional  if else
 syn keyword gslRepeat       for in
 syn keyword gslReturn       return
@@ -47,7 +47,7 @@ syn keyword gslPredefined   NP
 syn keyword gslBuiltin      exp log sqrt rsqrt tanh relu gelu gelu_exact erf sigmoid abs cast
 syn keyword gslBuiltin      maximum minimum where matmul einsum
 syn keyword gslBuiltin      sum mean max min argmax softmax log_softmax layer_norm cumsum
-syn keyword gslBuiltin      reshape transpose concat slice broadcast one_hot take random_uniform dropout
+syn keyword gslBuiltin      reshape transpose concat slice broadcast one_hot take random_uniform arange dropout
 " Host-script builtins (fn main): kHostBuiltins of frontend/Sema.cpp. `batch` is
 " a match (below), not a keyword, so that the keyword argument of
 " copy_task(batch=B, ...) stays plain.
