@@ -26,7 +26,7 @@ struct Event {
   double ts = 0, dur = 0;
   int64_t pid = 0, tid = 0;
   const json* args = nullptr;  // its "args" object, or null
-  double inner = 0;            // compile time inside a function, wait time inside a collective
+  double inner = 0;            // a function call's compile time (compileOverlap), a collective's waits (nest)
 };
 
 // A malformed file: the message after "gsl: error: ".
@@ -88,9 +88,31 @@ std::vector<Event> completeEvents(const json& doc, const std::string& path) {
   return out;
 }
 
-// The events nest by time on each thread (docs/trace.md): a compile inside
-// a function call, a wait inside a collective. Adds each compile's time to
-// the innermost function holding it, each wait's to its collective.
+// A function call's compile time: how long it overlapped a compile of its
+// function, on its own thread (the first call compiles) or on another
+// (a compile-ahead thread, or another rank's, that the call waited for).
+void compileOverlap(std::vector<Event>& events) {
+  std::map<std::string, std::vector<std::pair<double, double>>> compiles;  // name -> merged intervals
+  for (const Event& e : events)
+    if (e.cat == "compile") compiles[e.name].push_back({e.ts, e.ts + e.dur});
+  for (auto& [name, iv] : compiles) {
+    std::sort(iv.begin(), iv.end());
+    std::vector<std::pair<double, double>> merged;
+    for (const auto& i : iv)
+      if (!merged.empty() && i.first <= merged.back().second) merged.back().second = std::max(merged.back().second, i.second);
+      else merged.push_back(i);
+    iv = std::move(merged);
+  }
+  for (Event& e : events) {
+    if (e.cat != "function") continue;
+    auto it = compiles.find(e.name);
+    if (it == compiles.end()) continue;
+    for (const auto& [from, to] : it->second) e.inner += std::max(0.0, std::min(to, e.ts + e.dur) - std::max(from, e.ts));
+  }
+}
+
+// The events nest by time on each thread (docs/trace.md): a wait inside a
+// collective. Adds each wait's time to the innermost collective holding it.
 void nest(std::vector<Event>& events) {
   std::map<std::pair<int64_t, int64_t>, std::vector<Event*>> threads;
   for (Event& e : events) threads[{e.pid, e.tid}].push_back(&e);
@@ -102,10 +124,9 @@ void nest(std::vector<Event>& events) {
     std::vector<Event*> open;
     for (Event* e : evs) {
       while (!open.empty() && e->ts + e->dur > open.back()->ts + open.back()->dur + kSlack) open.pop_back();
-      const char* holder = e->cat == "compile" ? "function" : e->cat == "wait" ? "collective" : nullptr;
-      if (holder)
+      if (e->cat == "wait")
         for (auto it = open.rbegin(); it != open.rend(); ++it)
-          if ((*it)->cat == holder) {
+          if ((*it)->cat == "collective") {
             (*it)->inner += e->dur;
             break;
           }
@@ -166,8 +187,9 @@ std::vector<const std::pair<const Key, Sum>*> sorted(const std::map<Key, Sum>& g
 // A table of text columns (left-aligned, the first `textColumns`) and
 // numbers (right-aligned), indented by two spaces.
 struct Table {
+  Table(std::vector<std::string> h, size_t text) : head(std::move(h)), textColumns(text) {}
   std::vector<std::string> head;
-  size_t textColumns = 1;
+  size_t textColumns;
   std::vector<std::vector<std::string>> rows;
 
   void print(std::ostream& os) const {
@@ -194,6 +216,7 @@ class Summary {
  public:
   Summary(std::vector<Event> events, bool byRank) : events_(std::move(events)), byRank_(byRank) {
     nest(events_);
+    compileOverlap(events_);
     for (const Event& e : events_) {
       wall_ = std::max(wall_, e.ts + e.dur);
       ranks_.insert(e.pid);
@@ -260,7 +283,8 @@ class Summary {
           return std::vector<std::string>{e.name, line >= 0 ? std::to_string(line) : "-"};
         },
         [](const Event&, Sum&) {});
-    os << "\ntensor functions (the calls from fn main; compile: the JIT compiles inside the calls; run: the rest)\n";
+    os << "\ntensor functions (the calls from fn main; compile: the part of a call that overlapped a compile of its "
+          "function, on any thread; run: the rest)\n";
     Table t{head({"name", "line", "calls", "total ms", "compile ms", "run ms", "mean run ms", "% wall"}),
             byRank_ ? 2u : 1u};
     for (auto* g : sorted(groups)) {
@@ -355,7 +379,7 @@ class Summary {
     t.print(os);
   }
 
-  // Each rank's own thread (tid 0): its calls, the compiles it ran, its
+  // Each rank's own thread (tid 0): its calls and their compile time, its
   // collectives and its waits.
   void ranks(std::ostream& os) const {
     struct RankSum {
@@ -367,15 +391,17 @@ class Summary {
     for (const Event& e : events_) {
       if (e.tid != 0) continue;
       RankSum& s = by[e.pid];
-      if (is(e, "function")) s.functions += e.dur;
-      if (is(e, "compile")) s.compile += e.dur;
+      if (is(e, "function")) {
+        s.functions += e.dur;
+        s.compile += e.inner;
+      }
       if (is(e, "collective")) s.collectives += e.dur;
       if (is(e, "wait")) {
         s.wait += e.dur;
         s.waits++;
       }
     }
-    os << "\nranks (each rank's own thread; % wall waiting: of the wall time)\n";
+    os << "\nranks (each rank's own thread; compile: its calls' compile time; % wall waiting: of the wall time)\n";
     Table t{{"rank", "functions ms", "compile ms", "collectives ms", "waits", "wait ms", "% wall waiting"}, 0};
     for (const auto& [r, s] : by)
       t.rows.push_back({std::to_string(r), ms(s.functions), ms(s.compile), ms(s.collectives), count(s.waits),

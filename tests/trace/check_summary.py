@@ -71,6 +71,10 @@ def main():
         fail("the training step (line 23) is not %d calls: %s" % (np * steps, fns))
     if [c for (n, line), c in fns.items() if line == "25"] != [np]:
         fail("the evaluation (line 25) is not %d calls: %s" % (np, fns))
+    for r in t["tensor"][2]:  # total = compile + run, compile within the call
+        total, comp, run = float(r[3]), float(r[4]), float(r[5])
+        if abs(total - comp - run) > 0.0015 or not 0 <= comp <= total:
+            fail("function row %s: total is not compile + run" % r)
     totals = [float(r[3]) for r in t["tensor"][2]]
     if totals != sorted(totals, reverse=True):
         fail("functions not sorted by total: %s" % totals)
