@@ -108,6 +108,7 @@ void compileOverlap(std::vector<Event>& events) {
     auto it = compiles.find(e.name);
     if (it == compiles.end()) continue;
     for (const auto& [from, to] : it->second) e.inner += std::max(0.0, std::min(to, e.ts + e.dur) - std::max(from, e.ts));
+    e.inner = std::min(e.inner, e.dur);
   }
 }
 
@@ -289,7 +290,7 @@ class Summary {
             byRank_ ? 2u : 1u};
     for (auto* g : sorted(groups)) {
       const Sum& s = g->second;
-      const double run = s.total - s.inner;
+      const double run = std::max(0.0, s.total - s.inner);  // not -0.000 from rounding
       t.rows.push_back(row(g->first, {g->first.second[0], g->first.second[1], count(s.calls), ms(s.total),
                                       ms(s.inner), ms(run), ms(run / (double)s.calls), share(s.total)}));
     }
