@@ -1,4 +1,4 @@
-// The `gsl` command line: run | check | compile (spec section 4).
+// The `gsl` command line: run | check | compile (spec section 4), repl, trace summary.
 // Exit codes: 0 ok, 1 user error (diagnostic printed), 2 usage error.
 #include <CLI/CLI.hpp>
 
