@@ -28,6 +28,7 @@ Lowered lowerFunction(const ir::Function& f, const std::string& symbol, const Ji
   KernelCounts k = lowerOps(f, plan, opts, symbol, *out.module);
   out.kernels = k.kernels;
   out.kernelCalls = k.calls;
+  out.origins = std::move(k.origins);
   out.symbol = symbol;
   out.peakBytes = plan.peak;
   out.results = std::move(plan.results);

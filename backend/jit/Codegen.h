@@ -16,6 +16,7 @@
 
 #include "backend/jit/BufferPlan.h"
 #include "backend/jit/JitOptions.h"
+#include "backend/jit/OpLowering.h"
 #include "ir/Function.h"
 
 namespace llvm {
@@ -32,6 +33,7 @@ struct Lowered {
   size_t peakBytes = 0;               // workspace size
   std::vector<ResultSource> results;  // one per function result
   size_t kernels = 0, kernelCalls = 0;  // kernel functions (deduplicated), calls of them
+  std::vector<KernelOrigin> origins;    // where each kernel and loop body came from
 };
 
 // Lowers `f` (unoptimised LLVM IR; the caller sets the target and runs the

@@ -24,6 +24,7 @@
 
 #include "backend/jit/BufferPlan.h"
 #include "backend/jit/JitOptions.h"
+#include "backend/jit/OpLowering.h"
 #include "backend/jit/Strides.h"
 
 namespace gsl::backend::jit {
@@ -165,6 +166,7 @@ class Emitter {
   std::unordered_map<IRValue, llvm::Value*> ptrs_;  // base pointer of every materialised value
   llvm::MDNode* domain_ = nullptr;                   // alias scopes (see loadIn)
   llvm::MDNode* scope_ = nullptr;
+  std::vector<KernelOrigin> origins_;  // the kernels and loop bodies emitted so far (lowerOps)
 };
 
 }  // namespace gsl::backend::jit

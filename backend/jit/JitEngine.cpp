@@ -36,6 +36,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -186,6 +187,50 @@ JitOptions resolve(const JitOptions& opts) {
 // /tmp/perf-PID.map, the file `perf report` reads to name JIT code.
 std::atomic<bool> perfMapOn{false};
 
+// The names the map gives the kernels and loop bodies of the programs this
+// process links, by their symbol: the source op and line, the kernel's
+// number in its program and the program, "FILE:LINE.OP.kN@FUNCTION"
+// (perfName). Guarded by `mutex`.
+struct PerfNames {
+  std::mutex mutex;
+  std::vector<std::string> sourceFiles;  // SourceLoc::file -> the name shown
+  std::unordered_map<std::string, std::string> bySymbol;
+  std::unordered_set<std::string> used;
+};
+
+PerfNames& perfNames() {
+  static PerfNames p;
+  return p;
+}
+
+// The perf map's names of the functions in `origins` (KernelOrigin, named
+// "gsl_entry..." when lowered) of the program `fn`, whose entry is
+// `symbol`: "mlp.gsl:11.matmul.k3@main.1", "+N" after the op when N
+// further ops call the same kernel, a loop body "...loop.loop7@main.3" and
+// its kernels "...loop7.k2@main.3". Two programs of one name (different
+// shardings) have distinct names: the second gets its symbol's hash.
+void nameForPerf(const std::string& symbol, const std::string& fn, const std::vector<jit::KernelOrigin>& origins) {
+  PerfNames& p = perfNames();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  for (const jit::KernelOrigin& o : origins) {
+    const std::string suffix = o.symbol.substr(std::string_view("gsl_entry").size());  // ".k3", ".loop7.k2"
+    std::string name;
+    if (o.loc.valid())
+      name = ((size_t)o.loc.file < p.sourceFiles.size() ? p.sourceFiles[o.loc.file] : std::string("?")) + ":" +
+             std::to_string(o.loc.line) + ".";
+    name += ir::opInfo(o.kind).mnemonic;
+    if (o.sharedBy) name += "+" + std::to_string(o.sharedBy);
+    name += suffix + "@" + fn;
+    if (!p.used.insert(name).second) {
+      name += "." + symbol.substr(std::string_view("gsl_fn_").size(), 8);
+      p.used.insert(name);
+    }
+    // A module compiled in parts renames its local symbols (emitObjects).
+    p.bySymbol[symbol + suffix] = name;
+    p.bySymbol[symbol + ".l." + symbol + suffix] = name;
+  }
+}
+
 class PerfMapPlugin : public llvm::orc::ObjectLinkingLayer::Plugin {
  public:
   // A named function of the graph (a defined symbol with a size, in an
@@ -211,10 +256,16 @@ class PerfMapPlugin : public llvm::orc::ObjectLinkingLayer::Plugin {
       std::lock_guard<std::mutex> lock(m);
       const std::string path = "/tmp/perf-" + std::to_string(::getpid()) + ".map";
       if (FILE* f = std::fopen(path.c_str(), "a")) {
+        PerfNames& names = perfNames();
+        std::lock_guard<std::mutex> namesLock(names.mutex);
         for (const llvm::jitlink::Symbol* sym : g.defined_symbols())
-          if (executableCode(*sym))
+          if (executableCode(*sym)) {
+            const std::string symbol = sym->getName().str();
+            auto named = names.bySymbol.find(symbol);
             std::fprintf(f, "%llx %llx %s\n", (unsigned long long)sym->getAddress().getValue(),
-                         (unsigned long long)sym->getSize(), sym->getName().str().c_str());
+                         (unsigned long long)sym->getSize(),
+                         (named == names.bySymbol.end() ? symbol : named->second).c_str());
+          }
         std::fclose(f);
       }
       return llvm::Error::success();
@@ -555,6 +606,7 @@ class Compiler {
       trace::Scope s("jit", "link");
       std::lock_guard<std::mutex> lock(compileMutex_);
       if (!linkedLocked()) {  // else linked by another thread meanwhile
+        if (perfMapOn) nameForPerf(symbol, f.name, l.origins);
         for (size_t i = 0; i < objects.size(); ++i)
           expect(jit_->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(objects[i], symbol + "." + std::to_string(i))),
                  "adding an object file");
@@ -701,7 +753,14 @@ void jitCompile(const ir::Function& f, const JitOptions& opts) { Compiler::get()
 
 void jitCompileAhead(const ir::Function& f, const JitOptions& opts) { Compiler::get().ahead(f, opts); }
 
-void jitWritePerfMap(bool on) { perfMapOn = on; }
+void jitWritePerfMap(bool on, std::vector<std::string> sourceFiles) {
+  {
+    PerfNames& p = perfNames();
+    std::lock_guard<std::mutex> lock(p.mutex);
+    p.sourceFiles = std::move(sourceFiles);
+  }
+  perfMapOn = on;
+}
 
 size_t jitPeakBytes(const ir::Function& f, const JitOptions& opts) {
   return Compiler::get().lookup(f, opts)->peakBytes;

@@ -29,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/Engine.h"
 #include "backend/Kernels.h"
@@ -90,8 +91,9 @@ void jitCompileAhead(const ir::Function& f, const JitOptions& opts = {});
 // With `on`, every function linked from then on (entry functions and
 // their kernels) is appended as "address size name" to /tmp/perf-PID.map,
 // so that `perf record` / `perf report` name the JIT's code (`gsl run
-// --perf-map`, docs/trace.md).
-void jitWritePerfMap(bool on);
+// --perf-map`, docs/trace.md). A kernel is named after its source op,
+// "FILE:LINE.OP.kN@FUNCTION", FILE from `sourceFiles` (by SourceLoc::file).
+void jitWritePerfMap(bool on, std::vector<std::string> sourceFiles = {});
 
 // Peak bytes of the workspace that holds `f`'s intermediate values, after
 // liveness-based buffer reuse (compiles `f` if it is not cached yet).

@@ -36,9 +36,11 @@ void LoopLowering::emitLoop(Emitter& e, const ir::Op& op) {
   const std::string symbol = e.fn_->getName().str() + ".loop" + std::to_string(e.opIndex_);
   const ir::Function& body = *op.body;
   BufferPlan plan = planBuffers(body, e.opts_);
-  lowerOps(body, plan, e.opts_, symbol, e.m_);
+  KernelCounts lowered = lowerOps(body, plan, e.opts_, symbol, e.m_);
   llvm::Function* bodyFn = e.m_.getFunction(symbol);
   GSL_ASSERT(bodyFn, "jit: the loop body was not lowered");
+  e.origins_.push_back({symbol, op.loc, op.kind, 0});
+  for (KernelOrigin& o : lowered.origins) e.origins_.push_back(std::move(o));
   bodyFn->setLinkage(llvm::GlobalValue::InternalLinkage);
   std::vector<int32_t> words;
   for (const ResultSource& s : plan.results) {

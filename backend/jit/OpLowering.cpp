@@ -107,6 +107,7 @@ class OpLowering : public GemmEmitter {
 
   size_t kernelsEmitted() const { return kernelCount_; }
   size_t kernelCalls() const { return kernelCalls_; }
+  std::vector<KernelOrigin> takeOrigins() { return std::move(origins_); }
 
  private:
   std::unordered_map<IRValue, size_t> defIndex_;  // op index of every op result
@@ -213,6 +214,12 @@ class OpLowering : public GemmEmitter {
     b_.restoreIP(ip);
 
     llvm::Function* callee = dedupKernel(k);
+    if (callee == k) {
+      originOf_[k] = origins_.size();
+      origins_.push_back({k->getName().str(), op.loc, op.kind, 0});
+    } else {
+      origins_[originOf_.at(callee)].sharedBy++;
+    }
     std::vector<llvm::Value*> args = {ctx_, i64c(opIndex_), tempPtr(0)};
     for (IRValue v : bufs) args.push_back(ptr(v));
     checkStatus(b_.CreateCall(callee, args));
@@ -235,6 +242,7 @@ class OpLowering : public GemmEmitter {
 
   std::string symbol_;
   std::unordered_map<llvm::IRHash, std::vector<llvm::Function*>> kernels_;
+  std::unordered_map<llvm::Function*, size_t> originOf_;  // kernel -> its row of origins_
   llvm::GlobalNumberState globalNumbers_;
   size_t kernelCount_ = 0, kernelCalls_ = 0;
 
@@ -1088,7 +1096,7 @@ KernelCounts lowerOps(const ir::Function& f, const BufferPlan& plan, const JitOp
                       const std::string& symbol, llvm::Module& m) {
   OpLowering l(f, plan, opts, m);
   l.lower(symbol);
-  return {l.kernelsEmitted(), l.kernelCalls()};
+  return {l.kernelsEmitted(), l.kernelCalls(), l.takeOrigins()};
 }
 
 }  // namespace gsl::backend::jit

@@ -4,9 +4,12 @@
 // helper.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "backend/jit/BufferPlan.h"
 #include "backend/jit/JitOptions.h"
+#include "ir/OpTable.h"
+#include "support/SourceLoc.h"
 
 namespace llvm {
 class Module;
@@ -14,15 +17,28 @@ class Module;
 
 namespace gsl::backend::jit {
 
-// Adds the function `symbol` to `m`: every live op of `f` that the plan
-// does not fuse, in order, with the buffers `plan` chose (planned for the
-// same `opts`). Unoptimised LLVM IR, checked by LLVM's verifier.
+// Where a function of the module came from, so that a profile can name its
+// code after the source (`gsl run --perf-map`): a kernel ("SYMBOL.kN"),
+// a loop body ("SYMBOL.loopM") or a body's kernel ("SYMBOL.loopM.kN"),
+// the op it was first emitted for, and how many further ops call it (a
+// kernel equal to an earlier one is not emitted again: the earlier one runs).
+struct KernelOrigin {
+  std::string symbol;
+  SourceLoc loc;
+  ir::OpKind kind;
+  size_t sharedBy = 0;
+};
+
 // How many kernel functions the lowering emitted (identical ones once) and
 // how many calls of them the entry function makes.
 struct KernelCounts {
   size_t kernels = 0, calls = 0;
+  std::vector<KernelOrigin> origins;  // every kernel and loop body, loop bodies' kernels included
 };
 
+// Adds the function `symbol` to `m`: every live op of `f` that the plan
+// does not fuse, in order, with the buffers `plan` chose (planned for the
+// same `opts`). Unoptimised LLVM IR, checked by LLVM's verifier.
 KernelCounts lowerOps(const ir::Function& f, const BufferPlan& plan, const JitOptions& opts,
                       const std::string& symbol, llvm::Module& m);
 

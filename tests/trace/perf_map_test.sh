@@ -3,7 +3,8 @@
 # perf report reads to name JIT code (docs/trace.md):
 #   perf_map_test.sh GSL SRC
 # Every line is "address size name" in hex; the rank programs' entry
-# functions and their kernels (NAME.kN) are there, at distinct addresses;
+# functions (gsl_fn_HASH) and their kernels, named after their source op
+# (mlp.gsl:15.matmul.k0@main.3), are there, at distinct addresses and names;
 # the run's output is the same as without the flag; without it no map is
 # written.
 set -u
@@ -26,10 +27,22 @@ run "$tmp/with.out" --perf-map
 with=$pid
 map=/tmp/perf-$with.map
 [ -s "$map" ] || fail "no $map"
-grep -vqE '^[0-9a-f]+ [0-9a-f]+ gsl_fn_[0-9a-f]{32}' "$map" && fail "a line that is not 'address size gsl_fn_...': $(grep -vE '^[0-9a-f]+ [0-9a-f]+ gsl_fn_' "$map" | head -1)"
-grep -qE ' gsl_fn_[0-9a-f]{32}$' "$map" || fail "no entry function in $map"
-grep -qE ' gsl_fn_[0-9a-f]{32}\.k[0-9]+$' "$map" || fail "no kernel in $map"
+# Entry functions gsl_fn_HASH; kernels FILE:LINE.OP[+N][.loopM].kN@FUNCTION.
+entry='gsl_fn_[0-9a-f]{32}'
+kernel='mlp\.gsl:[0-9]+\.[a-z_]+(\+[0-9]+)?(\.loop[0-9]+)?\.k[0-9]+@main\.[0-9]+'
+grep -vqE "^[0-9a-f]+ [0-9a-f]+ ($entry|$kernel)\$" "$map" &&
+  fail "a line that is not 'address size gsl_fn_HASH' or 'address size FILE:LINE.OP.kN@FN': $(grep -vE "^[0-9a-f]+ [0-9a-f]+ ($entry|$kernel)\$" "$map" | head -1)"
+grep -qE " $entry\$" "$map" || fail "no entry function in $map"
+grep -qE " $kernel\$" "$map" || fail "no kernel in $map"
 [ "$(cut -d' ' -f1 "$map" | sort | uniq -d | wc -l)" = 0 ] || fail "two functions at one address in $map"
+[ "$(cut -d' ' -f3 "$map" | sort | uniq -d | wc -l)" = 0 ] || fail "two functions of one name in $map"
+# mlp's two matmuls (x @ w1, h @ w2) and its relu, at their lines.
+for k in 15.matmul 15.relu 16.matmul; do
+  grep -qE " mlp\.gsl:$k\.k[0-9]+@main\.[0-9]+\$" "$map" || fail "no kernel mlp.gsl:$k in $map: $(cut -d' ' -f3 "$map" | tr '\n' ' ')"
+done
+for line in $(grep -oE ' mlp\.gsl:[0-9]+\.matmul' "$map" | sed 's/.*://; s/\..*//'); do
+  sed -n "${line}p" "$src/examples/mlp.gsl" | grep -q ' @ ' || fail "a matmul kernel named after line $line of mlp.gsl, which has no @"
+done
 run "$tmp/without.out"
 without=$pid
 [ -e "/tmp/perf-$without.map" ] && fail "a map without --perf-map"

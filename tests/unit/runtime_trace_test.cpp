@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/Trace.h"
+#include "runtime/TraceSummary.h"
 
 using namespace gsl;
 namespace fs = std::filesystem;
@@ -101,4 +102,47 @@ TEST_CASE("compile time report: rows by category, summed, the rest as other, ker
   CHECK(lines[6] == "  other                            0.1030   51.5%      0");  // 200 - 10 - 1 - 6 - 80 ms
   CHECK(lines[7] == "  total                            0.2000  100.0%");
   CHECK(lines[8] == "kernels: 2 rank programs compiled, 12 ops, 3 kernel functions, 4 kernel calls");
+}
+
+TEST_CASE("trace summary: known events give known tables") {
+  const fs::path dir = fs::temp_directory_path() / ("gsl_trace_summary_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "t.json").string();
+  // Two ranks each call f (line 7) for 4 ms; rank 0 compiles f in its
+  // first millisecond, so both calls overlap that compile for 1 ms. Their
+  // all_reduces of 1 MB take 1.2 ms (0.5 ms of it waiting) and 0.4 ms.
+  const int64_t ms = 1000000;
+  const std::vector<std::pair<std::string, trace::Arg>> ar = {
+      {"bytes", (int64_t)1000000}, {"bytes_sent", (int64_t)1000000}, {"mesh", std::string("m")},
+      {"axes", std::vector<std::string>{"data"}}};
+  trace::Recorder r0, r1;
+  r0.events = {{"compile", "f", 0, ms, {}},
+               {"wait", "wait all_reduce", 2 * ms, ms / 2, {}},
+               {"collective", "all_reduce", 2 * ms, 12 * ms / 10, ar},
+               {"function", "f", 0, 4 * ms, {{"line", (int64_t)7}}}};
+  r1.events = {{"collective", "all_reduce", 26 * ms / 10, 4 * ms / 10, ar},
+               {"function", "f", 0, 4 * ms, {{"line", (int64_t)7}}}};
+  runtime::writeTraceFile(path, {runtime::rankTraceEvents(0, r0, 0), runtime::rankTraceEvents(1, r1, 0)});
+  std::ostringstream out, err;
+  REQUIRE(runtime::traceSummary(path, {}, out, err) == 0);
+  CHECK(err.str() == "");
+  const std::string s = out.str();
+  INFO(s);
+  CHECK(s.find("2 ranks, 6 events, wall 4.000 ms") != std::string::npos);
+  CHECK(s.find("  f       7     2    8.000      2.000  6.000       3.000 100.0%\n") != std::string::npos);
+  CHECK(s.find("  all_reduce m    data     2    1.600   0.500   0.800 2000000 2000000 1.818  20.0%\n") !=
+        std::string::npos);
+  CHECK(s.find("     0        4.000      1.000          1.200     1   0.500          12.5%\n") != std::string::npos);
+  CHECK(s.find("     1        4.000      1.000          0.400     0   0.000           0.0%\n") != std::string::npos);
+
+  std::ostringstream byRank;
+  REQUIRE(runtime::traceSummary(path, {true}, byRank, err) == 0);
+  CHECK(byRank.str().find("  1    f       7     1    4.000      1.000  3.000       3.000 100.0%\n") !=
+        std::string::npos);
+
+  std::ostringstream none, bad;
+  CHECK(runtime::traceSummary((dir / "no.json").string(), {}, none, bad) == 1);
+  CHECK(none.str() == "");
+  CHECK(bad.str() == "gsl: error: cannot read '" + (dir / "no.json").string() + "': No such file or directory\n");
+  fs::remove_all(dir);
 }

@@ -1,4 +1,4 @@
-// The `gsl` command line: run | check | compile (spec section 4).
+// The `gsl` command line: run | check | compile (spec section 4), repl, trace summary.
 // Exit codes: 0 ok, 1 user error (diagnostic printed), 2 usage error.
 #include <CLI/CLI.hpp>
 
@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <iterator>
 
@@ -26,6 +27,7 @@
 #include "runtime/MpiComm.h"
 #include "runtime/MpiLaunch.h"
 #include "runtime/Trace.h"
+#include "runtime/TraceSummary.h"
 #include "support/Interrupt.h"
 
 namespace {
@@ -288,6 +290,16 @@ int main(int argc, char** argv) {
   repl->add_option("-D", replC.defines, "override a const: -D NAME=VALUE (repeatable)");
   repl->add_flag("--echo", replEcho, "echo input lines after a prompt when stdin is not a terminal (transcripts)");
 
+  // `gsl trace summary FILE [--by-rank]` (runtime/TraceSummary.h).
+  auto* traceCmd = app.add_subcommand("trace", "read a trace file written by gsl run --trace");
+  traceCmd->require_subcommand(1);
+  std::string summaryFile;
+  gsl::runtime::TraceSummaryOptions summaryOptions;
+  auto* summary = traceCmd->add_subcommand(
+      "summary", "tables of the trace: tensor-function calls, collectives, compiles, waits (docs/trace.md)");
+  summary->add_option("file", summaryFile, "a trace file of gsl run --trace")->required();
+  summary->add_flag("--by-rank", summaryOptions.byRank, "a row per rank instead of summed over the ranks");
+
   // The spec spells the rank count `-np N` (as mpirun does); CLI11 reads a
   // single dash as a one-letter option, so rewrite it to --np first.
   std::vector<std::string> args;
@@ -311,6 +323,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (*traceCmd) return gsl::runtime::traceSummary(summaryFile, summaryOptions, std::cout, std::cerr);
   if (*repl) {
     gsl::frontend::Options o;
     if (!parseDefines(replC, o)) return 2;
@@ -446,7 +459,11 @@ int main(int argc, char** argv) {
     ro.resume = resume;
     ro.logPath = logPath;
     ro.tracePath = tracePath;
-    gsl::backend::jitWritePerfMap(perfMap);
+    {
+      std::vector<std::string> files;  // the kernels' names in the map: FILE:LINE.OP...
+      for (int i = 0; i < sm.numFiles(); ++i) files.push_back(std::filesystem::path(sm.name(i)).filename().string());
+      gsl::backend::jitWritePerfMap(perfMap, std::move(files));
+    }
     ro.progress = !noProgress;
     {
       gsl::backend::CompileCacheConfig cc;
