@@ -142,7 +142,8 @@ struct Loader {
       std::string canon = fs::weakly_canonical(found, ec).string();
       if (!seen.insert(canon).second) continue;  // already imported
       std::string t, why;
-      if (!readText(found, t, why)) {
+      if (auto given = opts.importTexts.find(canon); given != opts.importTexts.end()) t = given->second;
+      else if (!readText(found, t, why)) {
         diags.error(d->loc, "cannot read import \"" + d->name + "\": " + why);
         continue;
       }
