@@ -176,7 +176,8 @@ struct Loader {
         continue;
       }
       std::string t, why;
-      if (!readText(found, t, why)) {
+      if (auto given = opts.importTexts.find(canon); given != opts.importTexts.end()) t = given->second;
+      else if (!readText(found, t, why)) {
         diags.error(d->loc, "cannot read import \"" + d->name + "\": " + why);
         continue;
       }

@@ -30,6 +30,10 @@ struct Options {
   // a user error, not minutes of compiling and gigabytes of memory (the
   // largest example, examples/gshard_600b.gsl, has about 10,000).
   int64_t maxOps = 250000;
+  // Imported files whose text is given here instead of read from the disk,
+  // by canonical path (std::filesystem::weakly_canonical): the REPL's
+  // what-ifs on an imported declaration edit its own copy of the file.
+  std::map<std::string, std::string> importTexts;
 };
 
 struct CheckedProgram {

@@ -80,6 +80,7 @@ EV Sema::lowerMethod(Ctx& c, const ast::Expr& e) {
   if (!makeLossThunk(e, fnName, 1, *step)) return {};
   TrainRequest tr;
   tr.kind = TrainRequest::Minimize;
+  tr.loss = fnName;
   tr.params = paramsUsed(*step->fn);
   tr.optimizer = o->name;
   if (tr.params.empty()) {
@@ -161,6 +162,7 @@ bool Sema::lowerGradLet(const ast::Stmt& s, const ast::Expr& rhs, HostStmt& h) {
   if (!makeLossThunk(rhs, fnName, 1, h.value)) return false;
   TrainRequest tr;
   tr.kind = TrainRequest::Grad;
+  tr.loss = fnName;
   tr.params = paramsUsed(*h.value.fn);
   h.value.fn->train = tr;
   if (tr.params.size() != s.names.size()) {

@@ -279,10 +279,22 @@ bool Sema::bindLet(Ctx& c, const ast::Stmt& s) {
   return true;
 }
 
-// Records a let name on its value (for the REPL), in a function's own
-// body only (not in bodies inlined into it), first name wins.
+// Records a let name on its value (for the REPL): as its name in a
+// function's own body only (not in bodies inlined into it), first name
+// wins; and as a call path wherever it is (addCallPath).
 void Sema::nameValue(Ctx& c, Value* v, const std::string& n) {
-  if (c.callStack.size() == 1 && !c.host && v->name.empty()) v->name = n;
+  if (c.host) return;
+  if (c.callStack.size() == 1 && v->name.empty()) v->name = n;
+  addCallPath(c, v, n);
+}
+
+// Adds `n` by its call path (the calls inlined below the function being
+// lowered, then `n`) to v's callPaths.
+void Sema::addCallPath(const Ctx& c, Value* v, const std::string& n) {
+  std::string p;
+  for (size_t i = 1; i < c.callStack.size(); ++i) p += c.callStack[i] + ".";
+  p += n;
+  if (std::find(v->callPaths.begin(), v->callPaths.end(), p) == v->callPaths.end()) v->callPaths.push_back(p);
 }
 
 // A call of user function `name` with the arguments of `e` from
@@ -408,6 +420,7 @@ EV Sema::lowerUserCall(Ctx& c, const ast::Expr& e, const std::string& name, size
       continue;
     }
     if (sig->argShardings[i]) v = constrain(c, v, *sig->argShardings[i], startLoc(*slots[i]));
+    addCallPath(inner, v, d.args[i].name);
     inner.scopes.back()[d.args[i].name] = EV::tensor(v);
   }
   if (!ok) return {};

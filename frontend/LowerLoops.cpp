@@ -276,6 +276,7 @@ bool Sema::lowerLoop(Ctx& c, const ast::Stmt& s) {
   b.callStack = c.callStack;
   b.mute = c.mute;
   b.scopes.emplace_back();
+  addCallPath(b, index, s.names[0]);
   // Carried: the names the body assigns that live outside it.
   std::vector<std::string> assigned;
   freeAssigns(s.body, {s.names[0]}, assigned);
@@ -302,6 +303,7 @@ bool Sema::lowerLoop(Ctx& c, const ast::Stmt& s) {
     f.carriedInit.push_back(init);
     Value* a = body->addArg(init->type);
     a->name = n;
+    addCallPath(b, a, n);
     b.scopes[0][n] = EV::tensor(a);
   }
   // The loop index: the body's argument i counts 0..trip-1.

@@ -240,6 +240,7 @@ class Sema {
   bool lowerFnBody(Ctx& c, const ast::Decl& d, FnInfo& f, std::vector<Value*>& results);
   bool bindLet(Ctx& c, const ast::Stmt& s);
   static void nameValue(Ctx& c, Value* v, const std::string& n);
+  static void addCallPath(const Ctx& c, Value* v, const std::string& n);
   EV lowerUserCall(Ctx& c, const ast::Expr& e);
   EV lowerUserCall(Ctx& c, const ast::Expr& e, const std::string& name, size_t firstArg);
 

@@ -19,6 +19,7 @@ struct TrainRequest {
   enum Kind { Grad, Minimize } kind = Grad;
   std::vector<std::string> params;  // differentiated params, declaration order
   std::string optimizer;            // Minimize: the optimizer's name
+  std::string loss;                 // the loss function's name (for the REPL)
   // Filled by the expansion (Minimize): after the thunk's own arguments
   // come the step counter (i32 scalar, the step being taken, from 1), one
   // f32 scalar per entry of `scalars` (computed by the host for each step

@@ -144,6 +144,9 @@ bool isBodyArg(const ValueContext& c, const Value& v) {
 
 std::string valueName(const ValueContext& c, const Value& v) {
   if (!v.name.empty()) return v.name;
+  // A let of an inlined call: its call path (repl/CallPaths.h), from the
+  // function explained, or for a thunk (the training step) from the loss.
+  if (!v.callPaths.empty()) return (c.fn.empty() ? "" : c.fn + ".") + v.callPaths.front();
   // A loop input without a name of its own: named after what the loop reads.
   if (isBodyArg(c, v) && v.argIndex >= 1 && v.argIndex - 1 < (int)c.loop->operands.size()) {
     return valueName(outerOf(c), *c.loop->operands[v.argIndex - 1]);
@@ -152,7 +155,7 @@ std::string valueName(const ValueContext& c, const Value& v) {
   if (c.loop && v.def && v.def->kind == OpKind::DynamicIndex && v.def->operands.size() == 2)
     return valueName(c, *v.def->operands[0]) + "[" + valueName(c, *v.def->operands[1]) + "]";
   if (v.def && v.def->kind == OpKind::Param) return v.def->attrs.getString("name");
-  if (c.leaves && v.argIndex >= 0 && v.argIndex < (int)c.leaves->size()) {
+  if (c.leaves && !c.loop && v.argIndex >= 0 && v.argIndex < (int)c.leaves->size()) {
     const auto& l = (*c.leaves)[v.argIndex];
     if (l.kind == frontend::HostLeaf::Load) return "load(\"" + l.name + "\")";
     if (l.kind == frontend::HostLeaf::Exists) return "exists(\"" + l.name + "\")";
@@ -163,9 +166,11 @@ std::string valueName(const ValueContext& c, const Value& v) {
 
 std::string shardingOrigin(const ValueContext& c, const Value& v) {
   if (v.shardingVia || !v.sharding) return "";
+  if (c.leaves && !c.loop && v.argIndex >= (int)c.leaves->size() && !v.callPaths.empty())
+    return "(an optimizer state of the training step: it lies as its param is stored)";
   if (v.sharding->mesh.empty()) return "(a host input: whole on every rank)";
   const Build& b = c.build;
-  if (c.leaves && v.argIndex >= 0 && v.argIndex < (int)c.leaves->size()) {
+  if (c.leaves && !c.loop && v.argIndex >= 0 && v.argIndex < (int)c.leaves->size()) {
     const auto& l = (*c.leaves)[v.argIndex];
     if (l.kind == frontend::HostLeaf::Var)
       return l.name == c.hostVar ? "(host variable " + l.name + ": its value before this assignment)"

@@ -27,7 +27,8 @@ struct ValueContext {
   std::vector<const ir::Op*> enclosing;  // the loops around `loop`, outermost first
 };
 
-// The value's name: its let or argument name, a param's name, else %id.
+// The value's name: its let or argument name, the call path of a let of
+// an inlined call, a param's name, else %id.
 std::string valueName(const ValueContext& c, const ir::Value& v);
 
 // Where a sharding that no propagation step gave comes from: "annotated at

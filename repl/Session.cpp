@@ -14,6 +14,7 @@
 #include "passes/CostModel.h"
 #include "passes/Pipeline.h"
 #include "passes/ShardingPropagation.h"
+#include "repl/CallPaths.h"
 #include "repl/Explain.h"
 #include "repl/Text.h"
 #include "runtime/Host.h"
@@ -51,11 +52,11 @@ const std::vector<CommandInfo>& commands() {
       {"reset", "", "forget everything: an empty session"},
       {"np", "N", "recompile everything for N ranks"},
       {"type", "EXPR", "the type and sharding of EXPR, without running it"},
-      {"sharding", "NAME", "NAME's sharding and why (a param or GROUP.MEMBER, a host variable, FN.VALUE)"},
+      {"sharding", "NAME", "NAME's sharding and why (a param or GROUP.MEMBER, a host variable, FN.VALUE, a call path, grad(w), opt.m(w))"},
       {"show", "NAME", "how NAME's blocks lie on the devices"},
-      {"spmd", "FN", "the per-rank program of FN, collectives marked"},
-      {"cost", "FN", "per-rank FLOPs, memory, collective bytes and an estimated time"},
-      {"try", "NAME @shard(...)", "the cost of every fn with another annotation on NAME (param, argument, FN.VALUE)"},
+      {"spmd", "FN", "the per-rank program of FN (or of the training step: step), collectives marked"},
+      {"cost", "FN", "per-rank FLOPs, memory, collective bytes and an estimated time of FN (or step)"},
+      {"try", "NAME @shard(...)", "the costs that change with another annotation on NAME (param, argument, FN.VALUE)"},
       {"plans", "FN.VALUE", "the candidate plans of the op making VALUE, their costs, the one chosen and why"},
       {"ir", "[FN]", "the global IR of the session (or of FN)"},
       {"llvm", "FN", "the LLVM IR of FN's per-rank program"},
@@ -65,55 +66,6 @@ const std::vector<CommandInfo>& commands() {
 }
 
 bool startsWith(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
-
-// Copies the let / argument names of `f` onto its clone (clone() keeps the
-// order of args and ops but not the names).
-void copyNames(const ir::Function& f, ir::Function& c) {
-  for (size_t i = 0; i < f.args.size(); ++i) c.args[i]->name = f.args[i]->name;
-  for (size_t i = 0; i < f.ops.size(); ++i) {
-    for (size_t r = 0; r < f.ops[i]->results.size(); ++r) c.ops[i]->results[r]->name = f.ops[i]->results[r]->name;
-    if (f.ops[i]->body && c.ops[i]->body) copyNames(*f.ops[i]->body, *c.ops[i]->body);  // a loop's body
-  }
-}
-
-// The loop ops of `f` in text order (a loop before the loops in its body).
-void collectLoops(const ir::Function& f, std::vector<const ir::Op*>& out) {
-  for (const auto& op : f.ops)
-    if (op->body) {
-      out.push_back(op.get());
-      collectLoops(*op->body, out);
-    }
-}
-
-// Copies the names of the values of `from`'s loop bodies onto the same
-// bodies of `to` (a later form of the same function: passes that rebuild a
-// body, as propagation does, keep its values in order but not their
-// names). A body whose values differ in number is left unnamed.
-void copyBodyNames(const ir::Function& from, ir::Function& to) {
-  std::vector<const ir::Op*> a, b;
-  collectLoops(from, a);
-  collectLoops(to, b);
-  if (a.size() != b.size()) return;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const ir::Function& s = *a[i]->body;
-    ir::Function& d = *b[i]->body;
-    if (s.args.size() != d.args.size() || s.ops.size() != d.ops.size()) continue;
-    for (size_t k = 0; k < s.args.size(); ++k) d.args[k]->name = s.args[k]->name;
-    for (size_t k = 0; k < s.ops.size(); ++k)
-      for (size_t r = 0; r < s.ops[k]->results.size() && r < d.ops[k]->results.size(); ++r)
-        d.ops[k]->results[r]->name = s.ops[k]->results[r]->name;
-  }
-}
-
-// A copy of user function `f`, propagated.
-std::unique_ptr<ir::Function> propagated(const ir::Module& m, const ir::Function& f) {
-  auto c = f.clone();
-  copyNames(f, *c);
-  passes::propagateShardings(m, *c);
-  copyBodyNames(f, *c);
-  c->renumber();
-  return c;
-}
 
 std::unique_ptr<ir::Function> perRank(const ir::Module& m, const ir::Function& f) {
   auto c = f.clone();
@@ -176,6 +128,21 @@ const ast::Decl* paramDecl(const Build& b, const std::string& name) {
           if (m->name == name.substr(dot + 1)) return m.get();
     }
   return nullptr;
+}
+
+// How :cost, :spmd and :try title the training step.
+std::string stepTitle(const Build& b, const Step& st) {
+  const std::string& o = st.thunk->fn->train->optimizer;
+  return "the training step " + o + ".minimize(" + st.loss + ", ...) at " + b.where(st.thunk->loc) +
+         " (forward, backward and " + o + "'s update)";
+}
+
+// Whether the program declares a tensor function `name` (generic or not).
+bool isFunctionDecl(const Build& b, const std::string& name) {
+  for (const auto& a : b.prog->asts)
+    for (const auto& d : a->decls)
+      if (d->kind == ast::DeclKind::Fn && d->name == name && name != "main") return true;
+  return false;
 }
 
 // For a name of a param group itself (GROUP) or of a member it does not
@@ -304,17 +271,17 @@ std::string Session::paint(const std::string& s, const char* code) const {
 
 void Session::error(const std::string& msg) const { out_ << paint("error:", "1;31") << " " << msg << "\n"; }
 
-Assembled Session::assemble(const Entry* extra, Extra kind, bool withMain) const {
+Assembled Session::assemble(const Entry* extra, Extra kind, bool withMain, bool fileMain) const {
   Assembled a;
   auto input = [](const Entry& e) { return "<input " + std::to_string(e.number) + ">"; };
   if (!file_.empty()) {
-    std::string t = fileText_;
+    std::string t = fileMain ? fileSource_ : fileText_;
     if (!t.empty() && t.back() == '\n') t.pop_back();
     a.add(t, file_);
   }
   for (const auto& e : decls_) a.add(e.text, input(e));
   if (kind == Extra::Decl) a.add(extra->text, input(*extra));
-  if (!withMain) return a;
+  if (!withMain || fileMain) return a;
   a.add("fn main() {", "<repl>");
   for (const auto& e : host_) a.add(e.text, input(e));
   std::string marker = std::string("print(\"") + kMarker + "\")";
@@ -335,7 +302,7 @@ Assembled Session::assemble(const Entry* extra, Extra kind, bool withMain) const
   return a;
 }
 
-std::unique_ptr<Build> Session::compile(const Assembled& a) const {
+std::unique_ptr<Build> Session::compile(const Assembled& a, const std::map<std::string, std::string>& importTexts) const {
   auto b = std::make_unique<Build>();
   b->src = a;
   b->mainDisplay = file_.empty() ? "<repl>" : file_;
@@ -348,6 +315,7 @@ std::unique_ptr<Build> Session::compile(const Assembled& a) const {
   o.importPath = frontend::defaultImportPath();
   o.defines = defines_;
   o.definesMayNameNoConst = true;
+  o.importTexts = importTexts;
   b->prog = frontend::compileSource(b->mainDisplay, a.text, o, *b->sm, *b->diags);
   if (b->prog) {
     // The pipeline rebuilds loop bodies without their let names: keep them.
@@ -392,7 +360,36 @@ Build* Session::current() {
 
 void Session::commit() {
   current_.reset();
+  forgetStep();
   refreshNames();
+}
+
+void Session::forgetStep() {
+  stepSought_ = false;
+  step_.reset();
+  stepBuild_.reset();
+}
+
+const Step* Session::step(const Build** where) {
+  if (!stepSought_) {
+    Build* b = current();
+    if (!b) return nullptr;
+    stepSought_ = true;
+    step_ = findStep(*b);
+    if (!step_ && fileHadMain_) {
+      stepBuild_ = compile(assemble(nullptr, Extra::None, false, true));
+      if (stepBuild_->ok()) step_ = findStep(*stepBuild_);
+      if (!step_) stepBuild_.reset();
+    }
+  }
+  if (where) *where = !step_ ? nullptr : stepBuild_ ? stepBuild_.get() : current_.get();
+  return step_.get();
+}
+
+std::vector<PathRoot> Session::roots(Build& b) {
+  const Build* sb = nullptr;
+  const Step* st = step(&sb);
+  return pathRoots(b, sb, st);
 }
 
 void Session::refreshNames() {
@@ -664,16 +661,17 @@ bool Session::load(const std::string& path) {
   bool hadMain = false;
   std::string text = blankMain(ss.str(), hadMain);
   // Try the new session; keep the old one if the file does not check.
-  auto saved = std::make_tuple(file_, fileText_, fileHadMain_, decls_, host_);
+  auto saved = std::make_tuple(file_, fileText_, fileSource_, fileHadMain_, decls_, host_);
   file_ = path;
   fileText_ = text;
+  fileSource_ = ss.str();
   fileHadMain_ = hadMain;
   decls_.clear();
   host_.clear();
   auto b = compile(assemble(nullptr, Extra::None));
   if (!b->ok()) {
     b->printDiagnostics(out_);
-    std::tie(file_, fileText_, fileHadMain_, decls_, host_) = saved;
+    std::tie(file_, fileText_, fileSource_, fileHadMain_, decls_, host_) = saved;
     out_ << "(" << path << " not loaded; the session is unchanged)\n";
     return false;
   }
@@ -695,6 +693,7 @@ bool Session::load(const std::string& path) {
   }
   out_ << os.str() << "\n";
   if (hadMain) out_ << "(its fn main is not run: type statements at the prompt)\n";
+  forgetStep();
   current_ = std::move(b);
   refreshNames();
   return true;
@@ -713,13 +712,15 @@ void Session::reload() {
   std::ostringstream ss;
   ss << in.rdbuf();
   bool hadMain = false;
-  std::string oldText = fileText_;
+  std::string oldText = fileText_, oldSource = fileSource_;
   fileText_ = blankMain(ss.str(), hadMain);
+  fileSource_ = ss.str();
   auto b = compile(assemble(nullptr, Extra::None));
   std::string shown;
   if (!b->ok() || !run(*b, shown)) {
     if (!b->ok()) b->printDiagnostics(out_);
     fileText_ = oldText;
+    fileSource_ = oldSource;
     out_ << "(not reloaded; the session is unchanged)\n";
     return;
   }
@@ -731,6 +732,7 @@ void Session::reload() {
 void Session::reset() {
   file_.clear();
   fileText_.clear();
+  fileSource_.clear();
   decls_.clear();
   host_.clear();
   commit();
@@ -823,10 +825,18 @@ void Session::sharding(const std::string& name) {
   };
   size_t dot = name.find('.');
   if (dot != std::string::npos && !mod.findParam(name)) {
-    ir::Function* f = userFunction(*b, name.substr(0, dot), true);
-    if (!f) return;
-    if (!explainIn(*f, name.substr(dot + 1), name))
-      error("fn " + f->name + " has no argument or let named '" + name.substr(dot + 1) + "'");
+    // FN.VALUE of a function with IR of its own (not replaced by the
+    // training step), else a call path.
+    ir::Function* f = userFunction(*b, name.substr(0, dot), false);
+    const Step* st = step(nullptr);
+    if (f && !(st && st->loss == f->name) && explainIn(*f, name.substr(dot + 1), name)) return;
+    if (byCallPath(*b, name, true)) return;
+    if (f) error("fn " + f->name + " has no argument or let named '" + name.substr(dot + 1) + "'");
+    else if (isFunctionDecl(*b, name.substr(0, dot)))
+      error("no call of fn " + name.substr(0, dot) + " has an argument or let named '" + name.substr(dot + 1) + "'");
+    else
+      error("unknown name '" + name + "' (:sharding takes a param, a host variable, FN.VALUE or a call path as " +
+            "loss.logits.h, grad(w), opt.m(w))");
     return;
   }
   if (const ir::Param* p = mod.findParam(name)) {
@@ -884,7 +894,39 @@ void Session::sharding(const std::string& name) {
       out_ << explainSharding(ctx, *c->results[i], name + ".return" + (c->results.size() > 1 ? "#" + std::to_string(i) : ""));
     return;
   }
+  if (byCallPath(*b, name, true)) return;
   error("unknown name '" + name + "' (:sharding takes a param, a host variable, or FN.VALUE: a let or argument of fn FN)");
+}
+
+bool Session::byCallPath(Build& b, const std::string& name, bool explain) {
+  std::vector<PathRoot> rs = roots(b);
+  Resolved r = resolvePath(rs, name);
+  if (!r.candidates.empty()) {
+    error(ambiguousMessage(name, r.candidates));
+    return true;
+  }
+  size_t k = 0;
+  const PathRoot* last = nullptr;
+  for (const auto& [root, pv] : r.values) {
+    const Build& rb = *root->build;
+    const ir::Module& m = *rb.prog->module;
+    std::string label = pv->name + (r.values.size() > 1 ? "#" + std::to_string(k++) : "");
+    if (root != last && root->fn.empty())
+      out_ << "(in the training step, opt.minimize at " << rb.where(step(nullptr)->thunk->loc) << ")\n";
+    last = root;
+    if (!explain) out_ << showBlocks(label, pv->value->type, pv->value->sharding, m, color_);
+    else if (pv->loop && pv->value == pv->loop->body->args[0])
+      out_ << label << ": replicated (the index of " << loopText(rb, *pv->loop)
+           << ": an i32 scalar, the same on every device)\n";
+    else {
+      ValueContext ctx{rb, m, root->fn, root->leaves};
+      ctx.loop = pv->loop;
+      ctx.enclosing = pv->enclosing;
+      out_ << explainSharding(ctx, *pv->value, label);
+    }
+    if (pv->loop) out_ << insideLoopNote(rb, *pv->loop);
+  }
+  return !r.values.empty();
 }
 
 void Session::show(const std::string& name) {
@@ -896,7 +938,17 @@ void Session::show(const std::string& name) {
   }
   const ir::Module& mod = *b->prog->module;
   if (const ir::Param* p = mod.findParam(name)) {
-    out_ << showBlocks(name, p->type, p->sharding, mod, color_) << groupMemberNote(*p);
+    if (p->init.stacked > 0 && p->type.rank() >= 1) {  // a param-group member: one layer's picture
+      ir::TensorType layer = p->type;
+      layer.shape.erase(layer.shape.begin());
+      std::optional<Sharding> ls = p->sharding;
+      if (ls && (int)ls->dims.size() == p->type.rank()) ls->dims.erase(ls->dims.begin());
+      out_ << name << ": " << p->type.str() << " " << shardingText(p->sharding) << " stacks " << p->type.shape[0]
+           << (p->type.shape[0] == 1 ? " layer" : " layers") << " on dim 0, which is never split: every layer lies the same, as " << name << "[l]\n"
+           << showBlocks(name + "[l]", layer, ls, mod, color_);
+      return;
+    }
+    out_ << showBlocks(name, p->type, p->sharding, mod, color_);
     return;
   }
   auto vars = simulateHost(*b);
@@ -907,9 +959,15 @@ void Session::show(const std::string& name) {
   std::vector<std::pair<std::string, std::pair<ir::Function*, std::string>>> found;
   size_t dot = name.find('.');
   if (dot != std::string::npos) {
-    ir::Function* f = userFunction(*b, name.substr(0, dot), true);
-    if (!f) return;
-    found.push_back({name, {f, name.substr(dot + 1)}});
+    // FN.VALUE of a function with IR of its own (not replaced by the
+    // training step), else a call path.
+    ir::Function* f = userFunction(*b, name.substr(0, dot), false);
+    const Step* st = step(nullptr);
+    if (f && !(st && st->loss == f->name) &&
+        (!valuesNamed(*f, name.substr(dot + 1)).empty() || !loopValuesNamed(*f, name.substr(dot + 1)).empty()))
+      found.push_back({name, {f, name.substr(dot + 1)}});
+    else if (byCallPath(*b, name, false))
+      return;
   } else {
     for (const auto& fname : b->prog->userFunctions)
       if (ir::Function* f = mod.findFunction(fname))
@@ -928,17 +986,37 @@ void Session::show(const std::string& name) {
       any = true;
     }
   }
-  if (!any) error("unknown name '" + name + "' (:show takes a param, a host variable, or FN.VALUE)");
+  if (!any && !byCallPath(*b, name, false))
+    error("unknown name '" + name + "' (:show takes a param, a host variable, FN.VALUE or a call path)");
+}
+
+bool Session::program(const std::string& fn, Program& p) {
+  Build* b = current();
+  if (!b) return false;
+  const Build* sb = nullptr;
+  if (fn == "step" && !b->prog->module->findFunction(fn) && !isFunctionDecl(*b, fn)) {
+    const Step* st = step(&sb);
+    if (!st) {
+      error("fn main runs no opt.minimize(...): there is no training step (:cost step and :spmd step show it)");
+      return false;
+    }
+    p = {sb, st->thunk->fn, st->perRank->clone(), stepTitle(*sb, *st)};
+    return true;
+  }
+  ir::Function* f = userFunction(*b, fn, true);
+  if (!f) return false;
+  p = {b, f, perRank(*b->prog->module, *f), "fn " + fn};
+  return true;
 }
 
 void Session::spmd(const std::string& fn) {
-  Build* b = current();
-  if (!b) return;
-  ir::Function* f = userFunction(*b, fn, true);
-  if (!f) return;
+  Program p;
+  if (!program(fn, p)) return;
+  const Build* b = p.build;
   const ir::Module& mod = *b->prog->module;
-  auto local = perRank(mod, *f);
-  out_ << "# per-rank program of " << fn << " for np = " << mod.np << " (one program, run by every rank)\n";
+  auto& local = p.local;
+  out_ << "# per-rank program of " << (p.global->train ? p.title : fn) << " for np = " << mod.np
+       << " (one program, run by every rank)\n";
   for (const auto& m : mod.meshes) out_ << "# " << m.str() << "\n";
   // The collectives, from the ops; their lines of the printed program are
   // marked by the values they define.
@@ -979,14 +1057,14 @@ void Session::spmd(const std::string& fn) {
 }
 
 void Session::cost(const std::string& fn) {
-  Build* b = current();
-  if (!b) return;
-  ir::Function* f = userFunction(*b, fn, true);
-  if (!f) return;
+  Program p;
+  if (!program(fn, p)) return;
+  const Build* b = p.build;
+  const ir::Function* f = p.global;
   const ir::Module& mod = *b->prog->module;
-  auto local = perRank(mod, *f);
+  auto& local = p.local;
   passes::Cost c = passes::estimateCost(mod, *local);
-  out_ << "fn " << fn << ", per rank (np = " << mod.np << "):\n" << costTable({&c}, {""});
+  out_ << p.title << ", per rank (np = " << mod.np << "):\n" << costTable({&c}, {""});
   // Its loops: the totals above count each body once per iteration.
   std::vector<const ir::Op*> loops, named;
   collectLoops(*local, loops);
@@ -1036,9 +1114,13 @@ void Session::tryAnnotation(const std::string& args) {
     return;
   }
   // Find the declaration: a param, or a function argument.
+  // FN.NAME; of a call path (loss.logits.h), the last function and name:
+  // the declaration is the one of that function, for every call of it.
   std::string fnName, argName = name;
-  if (size_t dot = name.find('.'); dot != std::string::npos) {
-    fnName = name.substr(0, dot);
+  if (size_t dot = name.rfind('.'); dot != std::string::npos) {
+    size_t from = dot == 0 ? std::string::npos : name.rfind('.', dot - 1);
+    from = from == std::string::npos ? 0 : from + 1;
+    fnName = name.substr(from, dot - from);
     argName = name.substr(dot + 1);
   }
   struct Hit {
@@ -1080,11 +1162,11 @@ void Session::tryAnnotation(const std::string& args) {
     return;
   }
   const Hit& h = hits[0];
-  if (h.file != b->mainFile) {
-    error(h.what + " is declared in " + b->sm->name(h.file) + ", an import: :try changes the session's own declarations");
-    return;
-  }
-  std::string text = b->src.text, before;
+  std::string what = h.what;
+  if (h.file != b->mainFile) what += ", declared in " + b->sm->name(h.file) + " (the what-if edits the session's copy)";
+  std::string mainText = b->src.text, before;
+  std::map<std::string, std::string> imports;
+  std::string& text = editable(*b, h.file, mainText, imports);
   if (h.annot) {
     size_t s = offsetOf(text, h.annot->loc.line, h.annot->loc.col);
     size_t e = s == std::string::npos ? s : matchingClose(text, s, '(');
@@ -1105,28 +1187,76 @@ void Session::tryAnnotation(const std::string& args) {
     before = "replicated (no annotation)";
     text.insert(e, " " + annot);
   }
-  Assembled a = b->src;
+  whatIf(*b, mainText, imports, what + ": " + before + " -> " + annot + "   (a what-if: the session is unchanged)\n");
+}
+
+std::string& Session::editable(const Build& b, int file, std::string& mainText,
+                               std::map<std::string, std::string>& importTexts) const {
+  if (file == b.mainFile) return mainText;
+  std::error_code ec;
+  std::string key = fs::weakly_canonical(b.sm->name(file), ec).string();
+  auto it = importTexts.find(key);
+  if (it == importTexts.end()) it = importTexts.emplace(key, b.sm->text(file)).first;
+  return it->second;
+}
+
+void Session::whatIf(const Build& b, const std::string& text, const std::map<std::string, std::string>& importTexts,
+                     const std::string& head) {
+  Assembled a = b.src;
   a.text = text;
-  auto after = compile(a);
+  auto after = compile(a, importTexts);
   if (!after->ok()) {
     after->printDiagnostics(out_);
     return;
   }
-  out_ << h.what << ": " << before << " -> " << annot << "   (a what-if: the session is unchanged)\n";
-  beforeAfter(*b, *after);
-}
-
-void Session::beforeAfter(const Build& b, const Build& after) {
+  // The training step, with the same edit: the step's text has the
+  // session's declarations at the same offsets (a blanked fn main keeps
+  // its length), so the edited region [p, old end) carries over.
+  const Build* sb = nullptr;
+  const Step* st = step(&sb);
+  std::unique_ptr<Build> stepAfterBuild;
+  std::unique_ptr<Step> stAfter;
+  if (st) {
+    const Build* sa = after.get();
+    if (sb != &b) {
+      const std::string& was = b.src.text;
+      Assembled s2 = sb->src;
+      if (was != text) {
+        size_t p = 0, q = 0;
+        while (p < was.size() && p < text.size() && was[p] == text[p]) ++p;
+        while (q < was.size() - p && q < text.size() - p && was[was.size() - 1 - q] == text[text.size() - 1 - q]) ++q;
+        s2.text.replace(p, was.size() - q - p, text.substr(p, text.size() - q - p));
+      }
+      stepAfterBuild = compile(s2, importTexts);
+      sa = stepAfterBuild->ok() ? stepAfterBuild.get() : nullptr;
+    }
+    if (sa) stAfter = findStep(*sa);
+  }
+  out_ << head;
   const ir::Module& m0 = *b.prog->module;
-  const ir::Module& m1 = *after.prog->module;
+  const ir::Module& m1 = *after->prog->module;
+  int unchanged = 0;
+  auto compare = [&](const std::string& title, const ir::Module& mod0, const ir::Function& l0, const ir::Module& mod1,
+                     const ir::Function& l1) {
+    passes::Cost c0 = passes::estimateCost(mod0, l0), c1 = passes::estimateCost(mod1, l1);
+    if (passes::costJson(c0) == passes::costJson(c1)) ++unchanged;
+    else out_ << title << ", per rank (np = " << mod0.np << "):\n" << costTable({&c0, &c1}, {"before", "after"});
+  };
+  int shown = 0;
   for (const auto& fname : b.prog->userFunctions) {
     ir::Function* f0 = m0.findFunction(fname);
     ir::Function* f1 = m1.findFunction(fname);
     if (!f0 || !f1) continue;
-    passes::Cost c0 = passes::estimateCost(m0, *perRank(m0, *f0));
-    passes::Cost c1 = passes::estimateCost(m1, *perRank(m1, *f1));
-    out_ << "fn " << fname << ", per rank (np = " << m0.np << "):\n" << costTable({&c0, &c1}, {"before", "after"});
+    compare("fn " + fname, m0, *perRank(m0, *f0), m1, *perRank(m1, *f1));
+    ++shown;
   }
+  if (st && stAfter) {
+    compare(stepTitle(*sb, *st), *sb->prog->module, *st->perRank, stAfter->programs->module(), *stAfter->perRank);
+    ++shown;
+  }
+  if (unchanged == shown) out_ << "(no cost changed: " << shown << (shown == 1 ? " function" : " functions") << ")\n";
+  else if (unchanged > 0)
+    out_ << "(" << unchanged << " other " << (unchanged == 1 ? "function" : "functions") << " unchanged)\n";
   out_ << machineModelLine();
 }
 
@@ -1173,11 +1303,10 @@ void Session::tryOnLet(Build& b, const std::string& name, const std::string& fnN
   }
   const LetHit& h = hits[0];
   std::string what = "value " + letName + " of fn " + h.fn->name + (h.inLoop ? " (in a loop body: every iteration)" : "");
-  if (h.file != b.mainFile) {
-    error(what + " is declared in " + b.sm->name(h.file) + ", an import: :try changes the session's own declarations");
-    return;
-  }
-  std::string text = b.src.text, before;
+  std::string mainText = b.src.text, before;
+  std::map<std::string, std::string> imports;
+  std::string& text = editable(b, h.file, mainText, imports);
+  if (h.file != b.mainFile) what += ", declared in " + b.sm->name(h.file) + " (the what-if edits the session's copy)";
   const ast::Expr& e = *h.let->exprs[0];
   if (e.kind == ast::ExprKind::Annot && e.annot) {
     size_t s = offsetOf(text, e.annot->loc.line, e.annot->loc.col);
@@ -1233,15 +1362,7 @@ void Session::tryOnLet(Build& b, const std::string& name, const std::string& fnN
     }
     text.replace(s, end - s, "(" + text.substr(s, end - s) + ") " + annot);
   }
-  Assembled a = b.src;
-  a.text = text;
-  auto after = compile(a);
-  if (!after->ok()) {
-    after->printDiagnostics(out_);
-    return;
-  }
-  out_ << what << ": " << before << " -> " << annot << "   (a what-if: the session is unchanged)\n";
-  beforeAfter(b, *after);
+  whatIf(b, mainText, imports, what + ": " + before + " -> " + annot + "   (a what-if: the session is unchanged)\n");
 }
 
 void Session::plans(const std::string& name) {

@@ -21,6 +21,11 @@
 // with the current declarations and -np; the price is time, which is small
 // at REPL sizes. Files a kept `save` writes are re-written on each run.
 //
+// The training step: the first opt.minimize(...) that fn main runs, of
+// the session's own host script, else of the loaded file's fn main (which
+// is compiled for it, not run): :cost step, :spmd step, and the names
+// grad(w) and opt.m(w) (repl/CallPaths.h).
+//
 // Shardings of host variables are found by the runtime's own walk of the
 // host script (runtime/HostWalk.h): each statement's tensor math (a thunk)
 // is propagated and partitioned for the shardings its inputs have, in
@@ -83,6 +88,9 @@ struct Build {
 // (runtime/HostWalk.h) finds them.
 using HostVar = runtime::WalkedValue;
 
+struct Step;
+struct PathRoot;
+
 class Session {
  public:
   Session(std::ostream& out, bool color, int64_t np, std::map<std::string, int64_t> defines);
@@ -108,23 +116,40 @@ class Session {
   std::map<std::string, int64_t> defines_;
   std::string file_;      // "" when no file is loaded
   std::string fileText_;  // with fn main blanked
+  std::string fileSource_;  // as read (with its fn main): the training step's
   bool fileHadMain_ = false;
   std::vector<Entry> decls_, host_;
   int counter_ = 0;
   bool quit_ = false;
   std::unique_ptr<Build> current_;     // the session as it is (lazily built)
   std::vector<std::string> names_;     // completion: names of the session
+  // The training step (found when first needed; forgotten on a change):
+  // in current_, or in stepBuild_ (the loaded file with its fn main).
+  bool stepSought_ = false;
+  std::unique_ptr<Build> stepBuild_;
+  std::unique_ptr<Step> step_;
 
-  // Building.
-  Assembled assemble(const Entry* extra, Extra kind, bool withMain = true) const;
-  std::unique_ptr<Build> compile(const Assembled& a) const;
+  // Building. With `fileMain`, the loaded file keeps its own fn main and
+  // the session's host script is left out (the training step's text).
+  Assembled assemble(const Entry* extra, Extra kind, bool withMain = true, bool fileMain = false) const;
+  // `importTexts`: imported files edited by a what-if (frontend::Options).
+  std::unique_ptr<Build> compile(const Assembled& a, const std::map<std::string, std::string>& importTexts = {}) const;
   // Runs fn main; returns false after printing a run-time error. `shown`
   // gets what the statements after the marker printed.
   bool run(const Build& b, std::string& shown) const;
   Build* current();
   // After a change: the session's build and completion names are renewed.
   void commit();
+  void forgetStep();
   void refreshNames();
+  // The training step and the build it is in (null: fn main runs none).
+  const Step* step(const Build** where);
+  // The call-path roots of the session and its training step.
+  std::vector<PathRoot> roots(Build& b);
+  // Prints the values `name` picks by call path (repl/CallPaths.h), as
+  // :sharding (explain) or :show (pictures); false when it picks none
+  // (an ambiguous name prints the candidates and returns true).
+  bool byCallPath(Build& b, const std::string& name, bool explain);
 
   // Inputs.
   void declaration(const std::string& text);
@@ -149,11 +174,28 @@ class Session {
   void plans(const std::string& name);
   void tryOnLet(Build& b, const std::string& name, const std::string& fnName, const std::string& letName,
                 const std::string& annot);
-  void beforeAfter(const Build& before, const Build& after);
+  // What-if: `text` (the session's, with the edit) and `importTexts`
+  // compiled and compared with the session: what is printed after `head`.
+  void whatIf(const Build& before, const std::string& text, const std::map<std::string, std::string>& importTexts,
+              const std::string& head);
+  // The text a what-if edits for a declaration in file `file` of build
+  // `b`: `mainText` (the session's) or the session's copy of an imported
+  // file in `importTexts` (the user's file is never written).
+  std::string& editable(const Build& b, int file, std::string& mainText,
+                        std::map<std::string, std::string>& importTexts) const;
   void ir(const std::string& fn);
   void llvm(const std::string& fn);
 
   // Helpers.
+  // What :cost and :spmd show: fn FN's per-rank program, or for `step`
+  // (when no fn is named so) the training step's.
+  struct Program {
+    const Build* build = nullptr;
+    const ir::Function* global = nullptr;
+    std::unique_ptr<ir::Function> local;
+    std::string title;  // "fn loss", "the training step opt.minimize(loss, ...) at ..."
+  };
+  bool program(const std::string& fn, Program& p);
   std::map<std::string, HostVar> simulateHost(const Build& b) const;
   std::string typeLine(const ir::TensorType& t, const std::optional<ir::Sharding>& s) const;
   ir::Function* userFunction(Build& b, const std::string& name, bool report);

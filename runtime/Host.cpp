@@ -833,7 +833,7 @@ class MemoryWalker : public ShardingWalk {
 
   static uint64_t bytes(const ir::TensorType& t) { return (uint64_t)t.byteSize(); }
 
-  void visit(const Thunk& th, const ir::Function& f, bool step) override {
+  void visit(const Thunk& th, const ir::Function& f, bool step, const std::vector<std::optional<ir::Sharding>>&) override {
     // Training states: the arguments after the thunk's own, the step and
     // the per-step scalars.
     const std::optional<ir::TrainRequest>& tr = th.fn->train;
@@ -929,7 +929,7 @@ class CompileAhead {
   struct List : ShardingWalk {
     explicit List(SpmdProgram& spmd) : ShardingWalk(spmd.programs()) {}
     std::vector<const ir::Function*> functions;
-    void visit(const Thunk&, const ir::Function& f, bool) override {
+    void visit(const Thunk&, const ir::Function& f, bool, const std::vector<std::optional<ir::Sharding>>&) override {
       if (std::find(functions.begin(), functions.end(), &f) == functions.end()) functions.push_back(&f);
     }
   };

@@ -34,6 +34,13 @@ const ir::Function& PerRankPrograms::perRank(const frontend::Thunk& th,
   std::lock_guard<std::mutex> lock(mu_);
   auto it = cache_.find(key);
   if (it != cache_.end()) return *it->second;
+  auto f = thunkForInputs(th, in);
+  auto local = passes::buildPerRankProgram(mod_, *f, gather);
+  return *(cache_[std::move(key)] = std::move(local));
+}
+
+std::unique_ptr<ir::Function> thunkForInputs(const frontend::Thunk& th,
+                                             const std::vector<std::optional<Sharding>>& in) {
   auto f = th.fn->clone();
   // Inputs lie as given; extra arguments (training states) as the
   // expansion declared them; whole where nothing says otherwise.
@@ -46,8 +53,7 @@ const ir::Function& PerRankPrograms::perRank(const frontend::Thunk& th,
   if (f->train && f->train->kind == ir::TrainRequest::Minimize)
     for (size_t k = 1; k < f->results.size(); ++k)
       if (!f->resultShardings[k]) f->resultShardings[k] = Sharding::replicated("", f->results[k]->type.rank());
-  auto local = passes::buildPerRankProgram(mod_, *f, gather);
-  return *(cache_[std::move(key)] = std::move(local));
+  return f;
 }
 
 const ir::Function& PerRankPrograms::gatherProgram(const std::vector<std::string>& names,
@@ -110,8 +116,9 @@ WalkedValue ShardingWalk::leaf(const HostLeaf& l) {
       const Thunk& st = *l.sub;
       std::vector<WalkedValue> in = inputs(st);
       placeBatches(*st.fn, in);
-      const ir::Function& f = programs_.perRank(st, shardingsOf(in), false);
-      visit(st, f, true);
+      const auto shardings = shardingsOf(in);
+      const ir::Function& f = programs_.perRank(st, shardings, false);
+      visit(st, f, true, shardings);
       return {l.type, f.resultShardings[0], nullptr, 0, {}, false};
     }
     default: break;
@@ -125,7 +132,7 @@ std::vector<WalkedValue> ShardingWalk::call(const Thunk& th, const std::vector<W
   placeBatches(*th.fn, in);
   std::vector<std::optional<Sharding>> shardings = shardingsOf(in);
   const ir::Function& f = programs_.perRank(th, shardings, gather);
-  visit(th, f, false);
+  visit(th, f, false, shardings);
   std::vector<WalkedValue> out;
   for (size_t i = 0; i < f.resultShardings.size() && i < th.fn->results.size(); ++i)
     out.push_back({th.fn->results[i]->type, f.resultShardings[i], &th, (int)i, shardings, false});

@@ -56,6 +56,13 @@ class PerRankPrograms {
   std::map<Key, std::unique_ptr<ir::Function>> cache_;
 };
 
+// A copy of thunk `th`'s function as it is partitioned for inputs lying
+// as `in`: its arguments lie as given (extra ones, training states, as the
+// expansion declared them; whole where nothing says otherwise), and a
+// training step's new params and states come back lying as they are stored.
+std::unique_ptr<ir::Function> thunkForInputs(const frontend::Thunk& th,
+                                             const std::vector<std::optional<ir::Sharding>>& in);
+
 // How a host input lies, for every leaf but a variable, a batch and a
 // training step: `load` as annotated, the rest (exists, start_step) whole.
 // A batch lies as the thunk that takes it wants it (wantedSharding): its
@@ -185,11 +192,12 @@ class ShardingWalk : public HostWalker<WalkedValue> {
   const std::map<std::string, WalkedValue>& walk(const std::vector<HostStmt>& body);
 
  protected:
-  // Every thunk, with the per-rank program built for it; `step` for a
-  // training step (its arguments after the thunk's own: the step counter
-  // and the optimizer states).
-  virtual void visit(const Thunk& th, const ir::Function& perRank, bool step) {
-    (void)th, (void)perRank, (void)step;
+  // Every thunk, with the per-rank program built for it from inputs lying
+  // as `in`; `step` for a training step (its arguments after the thunk's
+  // own: the step counter and the optimizer states).
+  virtual void visit(const Thunk& th, const ir::Function& perRank, bool step,
+                     const std::vector<std::optional<ir::Sharding>>& in) {
+    (void)th, (void)perRank, (void)step, (void)in;
   }
   PerRankPrograms& programs_;
 

@@ -4,8 +4,9 @@
 # one: tests/repl/NAME.session -> tests/repl/NAME.expected.
 #   run_session.sh GSL SESSION [--update]
 # The session's first line `# args: ...` gives the repl's arguments; the
-# rest is typed. It runs in a fresh temporary folder in which examples/ is
-# the repository's, so files it saves go nowhere else. `--echo` prints each
+# rest is typed. It runs in a fresh temporary folder in which examples/ and
+# tests/ are the repository's (tests/repl/*.gsl: programs for the sessions),
+# so files it saves go nowhere else. `--echo` prints each
 # input after its prompt, so the output reads as a transcript.
 set -eu
 gsl=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -15,6 +16,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 ln -s "$src/examples" "$tmp/examples"
+ln -s "$src/tests" "$tmp/tests"
 args=$(sed -n '1s/^# args: *//p' "$session")
 sed 1d "$session" > "$tmp/input.txt"
 cd "$tmp"

@@ -34,7 +34,7 @@ class CountingWalk : public runtime::ShardingWalk {
   std::set<const ir::Function*> programs;
 
  protected:
-  void visit(const frontend::Thunk&, const ir::Function& f, bool) override {
+  void visit(const frontend::Thunk&, const ir::Function& f, bool, const std::vector<std::optional<ir::Sharding>>&) override {
     ++thunks;
     programs.insert(&f);
   }
