@@ -1,5 +1,7 @@
 #include "runtime/ThreadComm.h"
 
+#include "runtime/Fibers.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -150,6 +152,7 @@ void ThreadWorld::wake(Rendezvous& r) {
   // The caller changed the waited-for state (seq_cst) before this load: a
   // waiter either sees the change or is counted here (it counts itself
   // before its last look, under m).
+  fibers::progress();  // rank fibers poll instead of sleeping on cv
   if (r.sleepers.load() == 0) return;
   std::lock_guard<std::mutex> lock(r.m);
   r.cv.notify_all();
@@ -160,6 +163,12 @@ void ThreadWorld::wake(Rendezvous& r) {
 // waiting further) once `stop()` is true.
 template <typename Ready, typename Stop>
 bool ThreadWorld::await(Rendezvous& r, Ready ready, Stop stop) {
+  // A rank fiber lets the other ranks of its OS thread run until ready.
+  for (;;) {
+    if (ready()) return true;
+    if (stop()) return false;
+    if (!fibers::yield(/*idle=*/true)) break;
+  }
   const auto until = std::chrono::steady_clock::now() + kSpinFor;
   for (unsigned i = 0;; ++i) {
     if (ready()) return true;
@@ -556,24 +565,38 @@ bool ThreadComm::solo(const std::vector<int>& group, const char* kind) {
 std::vector<std::exception_ptr> runRanks(int n, const std::function<void(int, backend::Communicator&)>& body) {
   ThreadWorld world(n);
   std::vector<std::exception_ptr> errors(n);
+  auto rankMain = [&world, &errors, &body](int r) {
+    try {
+      ThreadComm comm(world, r);
+      body(r, comm);
+    } catch (const std::exception& e) {
+      errors[r] = std::current_exception();
+      world.abort(r, e.what());
+    } catch (...) {
+      errors[r] = std::current_exception();
+      world.abort(r, "unknown exception");
+    }
+    world.finished(r);
+  };
+  // More ranks than cores: rank fibers on one OS thread per core
+  // (runtime/Fibers.h).
+  const int cores = fibers::cores();
+  if (n > cores && fibers::available()) {
+    try {
+      fibers::run(n, cores, rankMain);
+    } catch (const std::system_error& e) {  // no stack: nothing ran
+      for (int r = 0; r < n; ++r)
+        errors[r] = std::make_exception_ptr(
+            UserError("cannot start the " + std::to_string(n) + " ranks (" + e.code().message() +
+                      "); run fewer ranks, or use --mpi"));
+    }
+    return errors;
+  }
   std::vector<std::thread> threads;
   threads.reserve(n);
   for (int r = 0; r < n; ++r) {
-    auto rankMain = [&world, &errors, &body, r] {
-      try {
-        ThreadComm comm(world, r);
-        body(r, comm);
-      } catch (const std::exception& e) {
-        errors[r] = std::current_exception();
-        world.abort(r, e.what());
-      } catch (...) {
-        errors[r] = std::current_exception();
-        world.abort(r, "unknown exception");
-      }
-      world.finished(r);
-    };
     try {
-      threads.emplace_back(rankMain);
+      threads.emplace_back(rankMain, r);
     } catch (const std::system_error& e) {
       // No thread for this rank (and the ones after it): the world fails,
       // so the ranks already running stop instead of waiting for it.
