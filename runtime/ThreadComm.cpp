@@ -1,5 +1,7 @@
 #include "runtime/ThreadComm.h"
 
+#include "runtime/Fibers.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -117,7 +119,9 @@ struct ThreadWorld::Rendezvous {
   std::vector<Call> calls;         // by member index, kept here so peers may read them after a member left
   std::vector<const Call*> posts;  // &calls[m] once member m posted
   size_t posted = 0;               // guarded by the world's mu_
-  std::atomic<bool> complete{false};  // every member posted
+  std::atomic<bool> complete{false};  // every member posted (and the combine step ran)
+  std::vector<char> combined;         // the combine step's result
+  std::string combineError;           // what the combine step threw ("" if nothing)
   std::atomic<size_t> done{0};        // members finished reading
   // Parking: a waiter that stops spinning sleeps on cv under m; wake()
   // notifies only when someone sleeps.
@@ -148,6 +152,7 @@ void ThreadWorld::wake(Rendezvous& r) {
   // The caller changed the waited-for state (seq_cst) before this load: a
   // waiter either sees the change or is counted here (it counts itself
   // before its last look, under m).
+  fibers::progress();  // rank fibers poll instead of sleeping on cv
   if (r.sleepers.load() == 0) return;
   std::lock_guard<std::mutex> lock(r.m);
   r.cv.notify_all();
@@ -158,6 +163,12 @@ void ThreadWorld::wake(Rendezvous& r) {
 // waiting further) once `stop()` is true.
 template <typename Ready, typename Stop>
 bool ThreadWorld::await(Rendezvous& r, Ready ready, Stop stop) {
+  // A rank fiber lets the other ranks of its OS thread run until ready.
+  for (;;) {
+    if (ready()) return true;
+    if (stop()) return false;
+    if (!fibers::yield(/*idle=*/true)) break;
+  }
   const auto until = std::chrono::steady_clock::now() + kSpinFor;
   for (unsigned i = 0;; ++i) {
     if (ready()) return true;
@@ -249,8 +260,28 @@ void ThreadWorld::checkDeadlockLocked() {
   failLocked(msg);
 }
 
+namespace {
+
+// Step 2 of a collective: every member compares everyone against member 0,
+// so all of them report the same mismatch ("" if the calls match).
+std::string mismatchOf(const std::vector<int>& group, const std::vector<const ThreadWorld::Call*>& posts) {
+  for (size_t m = 1; m < group.size(); ++m) {
+    const ThreadWorld::Call& a = *posts[0];
+    const ThreadWorld::Call& b = *posts[m];
+    if (a.kind == b.kind && a.bytes == b.bytes && a.detail == b.detail) continue;
+    bool onlyDetail = a.kind == b.kind && a.bytes == b.bytes;
+    return "collective mismatch: rank " + std::to_string(group[0]) + " called " + a.str() +
+           (onlyDetail ? " (" + a.detail + ")" : "") + " but rank " + std::to_string(group[m]) + " called " +
+           b.str() + (onlyDetail ? " (" + b.detail + ")" : "");
+  }
+  return "";
+}
+
+}  // namespace
+
 void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t seq, Call call, Mode mode,
-                             const Body& body) {
+                             const Body& body, const Combine& combine) {
+  GSL_ASSERT(!combine || mode == Mode::Staged, "a combine step reads the staged copies");
   const size_t n = group.size();
   const size_t me = (size_t)(std::find(group.begin(), group.end(), rank) - group.begin());
   if (mode == Mode::Staged && call.bytes && call.send) {  // the copy peers read (outside the lock)
@@ -275,7 +306,7 @@ void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t s
       waiting_ -= (int)(n - 1);
       for (int m : group) waitingIn_[m] = nullptr;
       open_.erase(it);
-      r->complete.store(true);
+      if (!combine) r->complete.store(true);  // else once combined, below
     } else {
       ++waiting_;
       waitingIn_[rank] = r.get();
@@ -284,9 +315,21 @@ void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t s
   }
   const Call& mine = *r->posts[me];
   if (last) {
+    // The posts no longer change; waiting members leave early only with a
+    // failure, and the combine step reads nothing of theirs but the staged
+    // copies held by the rendezvous.
+    if (combine && mismatchOf(group, r->posts).empty()) {
+      try {
+        combine(r->posts, r->combined);
+      } catch (const std::exception& e) {
+        r->combineError = e.what();
+      }
+    }
+    r->complete.store(true);
     wake(*r);
   } else {
-    // --trace: the time blocked here, until the last member posted.
+    // --trace: the time blocked here, until the last member posted (and
+    // combined).
     const int64_t waitStart = trace::current ? trace::nowNs() : 0;
     // Failing is only safe before the rendezvous completes: afterwards
     // peers may be reading this rank's buffers.
@@ -297,24 +340,15 @@ void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t s
     if (trace::current) trace::record("wait", "wait " + mine.kind, waitStart, trace::nowNs());
   }
 
-  // 2. Check that the calls match: every member compares everyone against
-  // member 0, so all of them report the same mismatch.
-  std::string mismatch;
-  for (size_t m = 1; m < n && mismatch.empty(); ++m) {
-    const Call& a = *r->posts[0];
-    const Call& b = *r->posts[m];
-    if (a.kind == b.kind && a.bytes == b.bytes && a.detail == b.detail) continue;
-    bool onlyDetail = a.kind == b.kind && a.bytes == b.bytes;
-    mismatch = "collective mismatch: rank " + std::to_string(group[0]) + " called " + a.str() +
-               (onlyDetail ? " (" + a.detail + ")" : "") + " but rank " + std::to_string(group[m]) +
-               " called " + b.str() + (onlyDetail ? " (" + b.detail + ")" : "");
-  }
+  // 2. Check that the calls match.
+  const std::string mismatch = mismatchOf(group, r->posts);
 
   // 3. Move the data (the posts no longer change).
   std::exception_ptr err;
   if (mismatch.empty()) {
     try {
-      body(r->posts);
+      if (!r->combineError.empty()) throw CommError(mine.kind + ": " + r->combineError);
+      body(r->posts, r->combined);
     } catch (...) {
       err = std::current_exception();
     }
@@ -358,6 +392,7 @@ int ThreadComm::memberIndex(const std::vector<int>& group) const {
 
 namespace {
 using Posts = std::vector<const ThreadWorld::Call*>;
+using Combined = std::vector<char>;
 using Mode = ThreadWorld::Mode;
 Mode modeFor(uint64_t bytes) { return bytes <= ThreadWorld::kStagedBytes ? Mode::Staged : Mode::Direct; }
 }  // namespace
@@ -376,7 +411,7 @@ void ThreadComm::allGather(const std::vector<int>& group, const void* send, size
   std::vector<char> aside(inPlace ? n * bytes : 0);
   char* out = inPlace ? aside.data() : static_cast<char*>(recv);
   ThreadWorld::Call call{"all_gather", bytes, "", send};
-  world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts) {
+  world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts, const Combined&) {
     for (size_t m = 0; m < n; ++m)
       if (bytes) std::memcpy(out + m * bytes, posts[m]->send, bytes);
   });
@@ -400,12 +435,20 @@ void ThreadComm::allReduce(const std::vector<int>& group, void* data, size_t cou
   // Every element is reduced over the members in member order, so the
   // result is bit-identical on every member, in both modes and at every
   // chunking.
-  if (mode == Mode::Staged) {  // each member reduces the staged copies into its own `data`
-    world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts) {
-      std::vector<const void*> src;
-      for (const auto* p : posts) src.push_back(p->send);
-      if (count) reduceWords(data, src, count, dt, op);
-    });
+  if (mode == Mode::Staged) {
+    // The last member to post reduces the staged copies once; each member
+    // copies the result into its own `data`.
+    world_.collective(
+        rank_, group, nextSeq(group), std::move(call), mode,
+        [&](const Posts&, const Combined& sum) {
+          if (count) std::memcpy(data, sum.data(), bytes);
+        },
+        [&](const Posts& posts, Combined& sum) {
+          std::vector<const void*> src;
+          for (const auto* p : posts) src.push_back(p->send);
+          sum.resize(bytes);
+          if (count) reduceWords(sum.data(), src, count, dt, op);
+        });
   } else {
     // Reduce-scatter + all-gather in one phase: member m reduces chunk m of
     // every member's `data` and writes it into chunk m of every member's
@@ -413,7 +456,7 @@ void ThreadComm::allReduce(const std::vector<int>& group, void* data, size_t cou
     const size_t chunk = (count + n - 1) / n;
     const size_t lo = std::min(count, (size_t)me * chunk), len = std::min(count, lo + chunk) - lo;
     thread_local std::vector<char> reduced;
-    world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts) {
+    world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts, const Combined&) {
       if (!len) return;
       reduced.resize(len * eb);
       std::vector<const void*> src;
@@ -440,7 +483,7 @@ void ThreadComm::reduceScatter(const std::vector<int>& group, const void* send, 
   const Mode mode = modeFor(block * n);
   const bool inPlace = mode == Mode::Direct && overlaps(send, recv, n * block);
   std::vector<int32_t> aside(inPlace ? (block + 3) / 4 : 0);
-  world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts) {
+  world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts, const Combined&) {
     std::vector<const void*> src;
     for (const auto* p : posts) src.push_back(static_cast<const char*>(p->send) + me * block);
     if (count) reduceWords(inPlace ? aside.data() : recv, src, count, dt, ReduceOp::Sum);
@@ -461,7 +504,7 @@ void ThreadComm::allToAll(const std::vector<int>& group, const void* send, size_
   std::vector<char> aside(inPlace ? n * bytes : 0);
   char* out = inPlace ? aside.data() : static_cast<char*>(recv);
   ThreadWorld::Call call{"all_to_all", bytes * n, "", send};
-  world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts) {
+  world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts, const Combined&) {
     for (size_t m = 0; m < n; ++m)
       if (bytes) std::memcpy(out + m * bytes, static_cast<const char*>(posts[m]->send) + me * bytes, bytes);
   });
@@ -494,7 +537,7 @@ void ThreadComm::permute(const std::vector<int>& group, const std::vector<int64_
   // everyone is done, so the received block is kept aside until then.
   const bool inPlace = mode == Mode::Direct && overlaps(send, recv, bytes);
   std::vector<char> aside(inPlace ? bytes : 0);
-  world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts) {
+  world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts, const Combined&) {
     if (bytes) std::memcpy(inPlace ? aside.data() : recv, posts[from]->send, bytes);
   });
   if (inPlace && bytes) std::memcpy(recv, aside.data(), bytes);
@@ -505,7 +548,7 @@ void ThreadComm::barrier() {
   std::vector<int> all(world_.size());
   for (int i = 0; i < world_.size(); ++i) all[i] = i;
   ThreadWorld::Call call{"barrier", 0, "", nullptr};
-  world_.collective(rank_, all, nextSeq(all), std::move(call), Mode::Staged, [](const Posts&) {});
+  world_.collective(rank_, all, nextSeq(all), std::move(call), Mode::Staged, [](const Posts&, const Combined&) {});
 }
 
 void ThreadComm::abort(const std::string& why) { world_.abort(rank_, why); }
@@ -522,24 +565,38 @@ bool ThreadComm::solo(const std::vector<int>& group, const char* kind) {
 std::vector<std::exception_ptr> runRanks(int n, const std::function<void(int, backend::Communicator&)>& body) {
   ThreadWorld world(n);
   std::vector<std::exception_ptr> errors(n);
+  auto rankMain = [&world, &errors, &body](int r) {
+    try {
+      ThreadComm comm(world, r);
+      body(r, comm);
+    } catch (const std::exception& e) {
+      errors[r] = std::current_exception();
+      world.abort(r, e.what());
+    } catch (...) {
+      errors[r] = std::current_exception();
+      world.abort(r, "unknown exception");
+    }
+    world.finished(r);
+  };
+  // More ranks than cores: rank fibers on one OS thread per core
+  // (runtime/Fibers.h).
+  const int cores = fibers::cores();
+  if (n > cores && fibers::available()) {
+    try {
+      fibers::run(n, cores, rankMain);
+    } catch (const std::system_error& e) {  // no stack: nothing ran
+      for (int r = 0; r < n; ++r)
+        errors[r] = std::make_exception_ptr(
+            UserError("cannot start the " + std::to_string(n) + " ranks (" + e.code().message() +
+                      "); run fewer ranks, or use --mpi"));
+    }
+    return errors;
+  }
   std::vector<std::thread> threads;
   threads.reserve(n);
   for (int r = 0; r < n; ++r) {
-    auto rankMain = [&world, &errors, &body, r] {
-      try {
-        ThreadComm comm(world, r);
-        body(r, comm);
-      } catch (const std::exception& e) {
-        errors[r] = std::current_exception();
-        world.abort(r, e.what());
-      } catch (...) {
-        errors[r] = std::current_exception();
-        world.abort(r, "unknown exception");
-      }
-      world.finished(r);
-    };
     try {
-      threads.emplace_back(rankMain);
+      threads.emplace_back(rankMain, r);
     } catch (const std::system_error& e) {
       // No thread for this rank (and the ones after it): the world fails,
       // so the ranks already running stop instead of waiting for it.

@@ -9,7 +9,10 @@
 //   - staged (calls of at most kStagedBytes): each member copies its send
 //     buffer into the rendezvous when it posts, and peers read only those
 //     copies, so a member leaves as soon as its own reads are done: one
-//     rendezvous per call;
+//     rendezvous per call. A staged all_reduce is reduced once, by the
+//     member that posts last, into the rendezvous, and every member copies
+//     the result: n reads of each copy in all instead of n per member (n^2),
+//     which with ranks outnumbering the cores was most of a step;
 //   - direct (larger calls): members read (and, for all_reduce, write) each
 //     other's buffers in place, and then wait until every member finished,
 //     so no buffer is released while a peer may still touch it. all_reduce
@@ -102,10 +105,15 @@ class ThreadWorld {
 
   // Runs one collective for `rank`: posts `call` (Staged: with a copy of
   // its `bytes` bytes from `send`), waits for the group, checks the calls
-  // match, runs `body(posts)` (posts in member order); Direct: then waits
-  // until every member ran its body.
-  using Body = std::function<void(const std::vector<const Call*>&)>;
-  void collective(int rank, const std::vector<int>& group, uint64_t seq, Call call, Mode mode, const Body& body);
+  // match, runs `body(posts, combined)` (posts in member order); Direct:
+  // then waits until every member ran its body. With a `combine` (Staged
+  // only), the member that posts last runs `combine(posts, combined)` once,
+  // before the others are released, and every member's body reads its
+  // result `combined` (kept in the rendezvous).
+  using Body = std::function<void(const std::vector<const Call*>&, const std::vector<char>& combined)>;
+  using Combine = std::function<void(const std::vector<const Call*>&, std::vector<char>& combined)>;
+  void collective(int rank, const std::vector<int>& group, uint64_t seq, Call call, Mode mode, const Body& body,
+                  const Combine& combine = nullptr);
   // Wakes the members of `r` parked on its condition variable.
   static void wake(Rendezvous& r);
   // Waits until `ready()`: spins (yielding) briefly, then parks on r's

@@ -650,14 +650,11 @@ class Compiler {
 // compiling them, or waiting for another thread's compile.
 thread_local uint64_t threadReadyNanos = 0;
 
-// A workspace per thread, grown on demand (64-byte aligned).
+thread_local JitWorkspace threadWorkspace;
+
+// The calling thread's workspace, grown on demand (64-byte aligned).
 char* workspace(size_t bytes) {
-  struct Buffer {
-    char* p = nullptr;
-    size_t size = 0;
-    ~Buffer() { std::free(p); }
-  };
-  thread_local Buffer buf;
+  JitWorkspace& buf = threadWorkspace;
   if (bytes > buf.size) {
     std::free(buf.p);
     size_t n = (bytes + 63) / 64 * 64;
@@ -748,6 +745,9 @@ double jitCompileSeconds() { return Compiler::get().seconds(); }
 void setJitCompileObserver(JitCompileObserver o) { observer() = std::move(o); }
 
 double jitThreadReadySeconds() { return double(threadReadyNanos) * 1e-9; }
+uint64_t& jitThreadReadyNanos() { return threadReadyNanos; }
+JitWorkspace& jitThreadWorkspace() { return threadWorkspace; }
+JitWorkspace::~JitWorkspace() { std::free(p); }
 
 void jitCompile(const ir::Function& f, const JitOptions& opts) { Compiler::get().lookup(f, opts); }
 

@@ -64,6 +64,20 @@ double jitCompileSeconds();
 // (compiling them, or waiting for another thread's compile of them). The
 // run's throughput leaves this out of a rank's time.
 double jitThreadReadySeconds();
+// Its counter, in nanoseconds (runtime/Fibers.cpp keeps one per rank fiber).
+uint64_t& jitThreadReadyNanos();
+// The calling thread's workspace of the compiled functions: their
+// intermediates live there for a call, collectives included (so a rank
+// fiber, runtime/Fibers.h, swaps its own in).
+struct JitWorkspace {
+  char* p = nullptr;
+  size_t size = 0;
+  JitWorkspace() = default;
+  JitWorkspace(const JitWorkspace&) = delete;
+  JitWorkspace& operator=(const JitWorkspace&) = delete;
+  ~JitWorkspace();
+};
+JitWorkspace& jitThreadWorkspace();
 
 // Told when a function starts compiling (done false) and when it is ready
 // (done true, with the seconds it took and whether its object came from

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <set>
@@ -22,7 +23,10 @@
 #include "backend/Kernels.h"
 #include "ir/Function.h"
 #include "ir/OpTable.h"
+#include "backend/jit/JitEngine.h"
+#include "runtime/Fibers.h"
 #include "runtime/ThreadComm.h"
+#include "support/Trace.h"
 #include "support/BF16.h"
 #include "comm_cases.h"
 
@@ -411,4 +415,57 @@ TEST_CASE("ThreadComm: 64 ranks on few cores") {
   MESSAGE("64 ranks x 50 all_reduce + all_gather: " << s << " s");
   CHECK(s < 20);
   for (int r = 0; r < n; ++r) CHECK(bad[r] == 0);
+}
+
+// runRanks runs ranks beyond the core count as fibers (runtime/Fibers.h);
+// these run them so whatever the machine's core count.
+TEST_CASE("fibers: 12 ranks on 2 threads keep their own thread-locals across collectives") {
+  if (!runtime::fibers::available()) return;  // runRanks uses threads there
+  const int n = 12;
+  runtime::ThreadWorld world(n);
+  std::vector<int> bad(n, 0);
+  std::vector<trace::Recorder> recs(n);
+  runtime::fibers::run(n, 2, [&](int r) {
+    runtime::ThreadComm c(world, r);
+    std::vector<int> all(n);
+    for (int i = 0; i < n; ++i) all[i] = i;
+    trace::current = &recs[r];
+    backend::JitWorkspace& ws = backend::jitThreadWorkspace();
+    for (int it = 0; it < 20; ++it) {
+      int v = r * 100 + it;
+      c.allReduce(all, &v, 1, DType::I32, ReduceOp::Sum);  // a staged call: the fiber yields
+      if (v != 100 * n * (n - 1) / 2 + n * it) ++bad[r];
+      if (trace::current != &recs[r]) ++bad[r];
+      if (ws.size == 0) {  // this fiber's own workspace, grown once
+        ws.p = static_cast<char*>(std::malloc(64));
+        ws.size = 64;
+      }
+      if (it == 0) std::memset(ws.p, r, 64);
+      for (int i = 0; i < 64; ++i)
+        if (ws.p[i] != (char)r) ++bad[r];
+    }
+    trace::current = nullptr;
+    world.finished(r);
+  });
+  for (int r = 0; r < n; ++r) CHECK(bad[r] == 0);
+  CHECK(backend::jitThreadWorkspace().size == 0);  // the main thread's is its own
+}
+
+TEST_CASE("fibers: a failing rank releases the fibers blocked in collectives") {
+  if (!runtime::fibers::available()) return;
+  const int n = 9;
+  runtime::ThreadWorld world(n);
+  std::vector<std::string> seen(n);
+  runtime::fibers::run(n, 2, [&](int r) {
+    runtime::ThreadComm c(world, r);
+    try {
+      if (r == 4) throw std::runtime_error("bad input");
+      c.barrier();
+    } catch (const std::exception& e) {
+      seen[r] = e.what();
+      world.abort(r, e.what());
+    }
+    world.finished(r);
+  });
+  for (int r = 0; r < n; ++r) CHECK(seen[r] == (r == 4 ? "bad input" : "rank 4 failed: bad input"));
 }
