@@ -1,5 +1,7 @@
 #include "backend/Engine.h"
 
+#include <algorithm>
+
 #include "backend/Interpreter.h"
 #include "backend/Random.h"
 #include "support/Diagnostics.h"
@@ -17,13 +19,17 @@ const Tensor& ParamStore::get(const std::string& name) const {
   return it->second;
 }
 
+bool Donation::param(const std::string& name) const {
+  return std::find(params.begin(), params.end(), name) != params.end();
+}
+
 namespace {
 
 class InterpreterEngine : public Engine {
  public:
   explicit InterpreterEngine(const KernelContext& ctx) : ctx_(ctx) {}
   const char* name() const override { return "interp"; }
-  std::vector<Tensor> call(const ir::Function& f, const std::vector<Tensor>& args) override {
+  std::vector<Tensor> call(const ir::Function& f, const std::vector<Tensor>& args, const Donation&) override {
     return interpret(f, args, ctx_);
   }
 

@@ -1,6 +1,7 @@
 #include "backend/Tensor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -51,6 +52,16 @@ class Pool {
     }
     std::free(p);
   }
+  void release() {
+    std::unordered_map<size_t, std::vector<void*>> kept;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      kept.swap(free_);
+      cached_ = 0;
+    }
+    for (auto& [bytes, ps] : kept)
+      for (void* p : ps) std::free(p);
+  }
   TensorPoolStats stats() {
     std::lock_guard<std::mutex> lock(mu_);
     return {reused_, allocated_, cached_};
@@ -72,6 +83,17 @@ size_t roundedBytes(size_t words) { return (std::max<size_t>(words, 1) * 4 + 63)
 }  // namespace
 
 TensorPoolStats tensorPoolStats() { return Pool::get().stats(); }
+
+void releaseTensorPool() { Pool::get().release(); }
+
+bool Tensor::soleOwner() const {
+  if (!buf_ || buf_.use_count() != 1) return false;
+  // use_count is a relaxed load: pair it with the release of the last
+  // other holder's decrement, so that its reads of the buffer come before
+  // our writes.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return true;
+}
 
 Tensor::Buffer::Buffer(size_t n) : words(n) {
   const size_t bytes = roundedBytes(n);

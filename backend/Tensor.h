@@ -45,6 +45,11 @@ class Tensor {
   // Bytes of the elements (size() * dtypeBytes).
   size_t bytes() const { return (size_t)size() * (size_t)ir::dtypeBytes(type_.dtype); }
   bool defined() const { return buf_ != nullptr; }
+  // True when this is the only tensor holding the buffer (no copy of it
+  // exists anywhere): then its owner may let a kernel overwrite it (buffer
+  // donation, Engine::call). Safe across threads: another thread's last
+  // reads of a buffer happen before its copy is dropped.
+  bool soleOwner() const;
 
   float* f32();
   const float* f32() const;
@@ -89,6 +94,9 @@ struct TensorPoolStats {
   uint64_t cachedBytes = 0;  // bytes kept for reuse now
 };
 TensorPoolStats tensorPoolStats();
+// Gives every buffer kept for reuse back to the system (the host, once set-up
+// tensors no longer needed are freed: their sizes are not asked for again).
+void releaseTensorPool();
 // Requests of at least this many bytes go through the pool.
 constexpr size_t kPooledBytes = 64 * 1024;
 // At most this many bytes are kept for reuse; a freed buffer that would

@@ -10,8 +10,8 @@
 
 namespace gsl::runtime {
 
-// The block of `global` that `rank` holds under sharding `s` (replicated:
-// the whole tensor). A dim its blocks do not divide is padded: the block
+// The block of `global` that `rank` holds under sharding `s` (replicated,
+// or split only over axes of size 1: `global` itself, sharing its buffer). A dim its blocks do not divide is padded: the block
 // has ceil(size / blocks) rows, those past the dim's end zeros
 // (docs/sharding.md, "Uneven dims").
 backend::Tensor localBlock(const ir::Module& m, const backend::Tensor& global,

@@ -52,7 +52,8 @@ struct RankError : std::runtime_error {
 };
 
 // What all ranks share: the per-rank programs (built once per distinct
-// input sharding of a thunk) and the params' global initial values.
+// input sharding of a thunk) and the params' global initial values (until
+// every rank took its blocks).
 class SpmdProgram {
  public:
   SpmdProgram(const frontend::CheckedProgram& p, uint64_t seed) : prog_(p), seed_(seed), programs_(*p.module) {}
@@ -70,11 +71,24 @@ class SpmdProgram {
     return resumeTensors_;
   }
 
-  const Tensor& globalParam(const ir::Param& p) {
+  // Ranks of this process that take their params' blocks (localParam):
+  // the threads, or one MPI rank.
+  void setRanksHere(int n) { ranksHere_ = n; }
+
+  // Rank `rank`'s block of param `p`, initialised globally once. The whole
+  // tensor is dropped when every rank of this process took its block, and
+  // once all are, the buffers kept for reuse are given back (no later
+  // tensor has those sizes), so that the process holds each param once.
+  Tensor localParam(const ir::Param& p, int rank) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = params_.find(p.name);
     if (it == params_.end()) it = params_.emplace(p.name, backend::initParam(p, seed_)).first;
-    return it->second;
+    Tensor local = localBlock(module(), it->second, p.sharding, rank);
+    if (++taken_[p.name] == ranksHere_) {
+      params_.erase(it);
+      if (++released_ == module().params.size()) backend::releaseTensorPool();
+    }
+    return local;
   }
 
  private:
@@ -83,6 +97,9 @@ class SpmdProgram {
   PerRankPrograms programs_;
   std::mutex mu_;
   std::map<std::string, Tensor> params_;
+  std::map<std::string, int> taken_;  // ranks that took a param's block
+  int ranksHere_ = 0;
+  size_t released_ = 0;  // params dropped
   bool resumeRead_ = false;
   std::map<std::string, Tensor> resumeTensors_;
   std::map<std::string, std::string> resumeMeta_;
@@ -120,7 +137,7 @@ class RankRunner : public HostWalker<HostValue> {
              backend::Communicator& comm, std::ostream& out, MpiComm* mpi, const Diagnostics& diags)
       : prog_(prog), host_(host), opts_(o), rank_(rank), comm_(comm), out_(out), mpi_(mpi), diags_(diags) {
     const ir::Module& m = prog.module();
-    for (const auto& p : m.params) params_[p.name] = localBlock(m, prog.globalParam(p), p.sharding, rank);
+    for (const auto& p : m.params) params_[p.name] = prog.localParam(p, rank);
     backend::KernelContext ctx;
     ctx.seed = o.seed;
     ctx.rank = rank;
@@ -450,6 +467,14 @@ class RankRunner : public HostWalker<HostValue> {
     const ir::Module& m = prog_.module();
     for (double s : passes::stepScalars(*m.findOptimizer(opt), tr, t)) args.push_back(Tensor::scalarF32((float)s));
     size_t firstState = st.leaves.size() + 1 + tr.scalars.size();
+    // The params and states are donated (backend::Donation): the step's
+    // results replace them, so the engine may write those into their
+    // buffers. The states are moved into `args`, so that the host holds no
+    // other tensor of them.
+    backend::Donation donated;
+    donated.args.assign(firstState, false);
+    donated.args.resize(firstState + tr.states.size(), true);
+    donated.params = tr.params;
     for (size_t i = 0; i < tr.states.size(); ++i) {
       const auto& slot = tr.states[i];
       std::string key = stateKey(opt, slot.param, slot.slot);
@@ -468,7 +493,7 @@ class RankRunner : public HostWalker<HostValue> {
           it = optStates_.emplace(key, HostValue{Tensor(a->type), sh}).first;  // zeros
         }
       }
-      args.push_back(it->second.local);
+      args.push_back(std::move(it->second.local));
     }
     if (stepsRun_ == 0) {
       trainStart_ = std::chrono::steady_clock::now();
@@ -481,10 +506,11 @@ class RankRunner : public HostWalker<HostValue> {
         traced.arg("train_step", t);
         traced.arg("line", (int64_t)st.loc.line);
       }
-      res = engine_->call(f, args);
+      res = engine_->call(f, args, donated);
     } catch (const backend::RuntimeError& e) {
       fail(e.loc.valid() ? e.loc : st.loc, e.what());
     }
+    args.clear();
     for (size_t i = 0; i < tr.params.size(); ++i) params_[tr.params[i]] = res[1 + i];
     for (size_t i = 0; i < tr.states.size(); ++i)
       optStates_[stateKey(opt, tr.states[i].param, tr.states[i].slot)].local = res[1 + tr.params.size() + i];
@@ -813,8 +839,9 @@ class RankRunner : public HostWalker<HostValue> {
 // per-rank program; the largest counts.
 class MemoryWalker : public ShardingWalk {
  public:
-  MemoryWalker(SpmdProgram& prog, const backend::JitOptions& jit, MemoryEstimate& est)
-      : ShardingWalk(prog.programs()), jit_(jit), est_(est) {}
+  // `donating`: the engine writes donated inputs in place (the JIT).
+  MemoryWalker(SpmdProgram& prog, const backend::JitOptions& jit, bool donating, MemoryEstimate& est)
+      : ShardingWalk(prog.programs()), jit_(jit), donating_(donating), est_(est) {}
 
   void finish() {
     const ir::Module& m = programs_.module();
@@ -828,6 +855,7 @@ class MemoryWalker : public ShardingWalk {
 
  private:
   const backend::JitOptions& jit_;  // the planner's options, as the run's engine
+  bool donating_;
   MemoryEstimate& est_;
   std::map<std::string, uint64_t> states_;  // optimizer state -> bytes per rank
 
@@ -849,11 +877,28 @@ class MemoryWalker : public ShardingWalk {
         inputs = addBytes(inputs, b);
       }
     }
+    // A training step's updated params and states are written into the
+    // old ones' buffers (minimize donates them) where the planner allows
+    // it: those results take no memory of their own. Not a param whose
+    // block is the whole param on several threads: the ranks share its
+    // buffer until their first step, which then writes a new one.
+    std::vector<backend::DonorInput> donors;
+    if (step && tr && donating_) donors = backend::jitPlannedDonors(f, jit_);
+    auto donated = [&](size_t j) {
+      if (j >= donors.size() || !donors[j].valid()) return false;
+      const backend::DonorInput& d = donors[j];
+      if (d.arg >= 0) return (size_t)d.arg >= firstState && (size_t)d.arg - firstState < tr->states.size();
+      if (std::find(tr->params.begin(), tr->params.end(), d.param) == tr->params.end()) return false;
+      const ir::Module& m = programs_.module();
+      const ir::Param* p = m.findParam(d.param);
+      return p && (m.np == 1 || ir::localShape(m, p->type, p->sharding) != p->type.shape);
+    };
     std::vector<const ir::Value*> seen;
-    for (const ir::Value* r : f.results) {
+    for (size_t j = 0; j < f.results.size(); ++j) {
+      const ir::Value* r = f.results[j];
       if (r->argIndex >= 0 || std::find(seen.begin(), seen.end(), r) != seen.end()) continue;
       seen.push_back(r);
-      results = addBytes(results, bytes(r->type));
+      if (!donated(j)) results = addBytes(results, bytes(r->type));
     }
     uint64_t work = backend::jitPlannedPeakBytes(f, jit_);
     uint64_t total = addBytes(addBytes(inputs, work), results);
@@ -937,9 +982,9 @@ class CompileAhead {
   std::thread lead_;  // walks, then compiles beside the others
 };
 
-MemoryEstimate estimate(SpmdProgram& spmd, const frontend::CheckedProgram& prog, const backend::JitOptions& jit) {
+MemoryEstimate estimate(SpmdProgram& spmd, const frontend::CheckedProgram& prog, const RunOptions& opts) {
   MemoryEstimate est;
-  MemoryWalker w(spmd, jit, est);
+  MemoryWalker w(spmd, opts.jit, opts.engine == Engine::Jit, est);
   w.walk(prog.host.body);
   w.finish();
   return est;
@@ -949,7 +994,7 @@ MemoryEstimate estimate(SpmdProgram& spmd, const frontend::CheckedProgram& prog,
 
 MemoryEstimate estimateMemory(const frontend::CheckedProgram& prog, const RunOptions& opts) {
   SpmdProgram spmd(prog, opts.seed);
-  return estimate(spmd, prog, opts.jit);
+  return estimate(spmd, prog, opts);
 }
 
 bool checkMemory(const MemoryEstimate& est, const RunOptions& opts, Diagnostics& diags) {
@@ -1003,8 +1048,9 @@ bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagn
   std::ostream& out = opts.out ? *opts.out : std::cout;
   showCompilation(opts);
   SpmdProgram spmd(prog, opts.seed);
+  spmd.setRanksHere(opts.mpi ? 1 : (int)prog.module->np);
   // The memory check partitions every thunk; the run reuses those programs.
-  if (opts.maxMemory && !checkMemory(estimate(spmd, prog, opts.jit), opts, diags)) return false;
+  if (opts.maxMemory && !checkMemory(estimate(spmd, prog, opts), opts, diags)) return false;
   MpiComm* mpiComm = nullptr;
   // --trace: one recorder per rank of this process, current on its thread
   // while the rank runs (support/Trace.h); times count from `traceOrigin`.

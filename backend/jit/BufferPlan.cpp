@@ -276,16 +276,29 @@ void assignStorage(const ir::Function& f, const ResultIndex& resultIndex, Buffer
   }
 }
 
-// The op after which each buffer is read no more: a value read inside a
-// fused tree is read by the tree's root; reading an alias reads its base.
-std::unordered_map<IRValue, size_t> lastReaders(const ir::Function& f, const Uses& u, BufferPlan& p) {
+// Per op: the op whose code evaluates it (the root of its fused tree, or
+// itself).
+std::vector<size_t> treeRoots(const ir::Function& f, const Uses& u, const BufferPlan& p) {
   const size_t n = f.ops.size();
   std::vector<size_t> root(n);
   for (size_t i = n; i-- > 0;) root[i] = p.fused[i] ? root[u.consumer.at(f.ops[i]->result)] : i;
-  auto owner = [&](IRValue v) {
-    while (p.storage[v].kind == Storage::Alias) v = p.storage[v].base;
-    return v;
-  };
+  return root;
+}
+
+// The value whose buffer `v` lives in (an alias's base, transitively).
+IRValue owner(const BufferPlan& p, IRValue v) {
+  for (auto it = p.storage.find(v); it != p.storage.end() && it->second.kind == Storage::Alias;
+       it = p.storage.find(v))
+    v = it->second.base;
+  return v;
+}
+
+// The op after which each buffer is read no more: a value read inside a
+// fused tree is read by the tree's root; reading an alias reads its base.
+std::unordered_map<IRValue, size_t> lastReaders(const ir::Function& f, const std::vector<size_t>& root,
+                                                const BufferPlan& p) {
+  const size_t n = f.ops.size();
+  auto owner = [&](IRValue v) { return jit::owner(p, v); };
   std::unordered_map<IRValue, size_t> lastUse;
   for (size_t i = 0; i < n; ++i) {
     if (!p.live[i]) continue;
@@ -302,6 +315,89 @@ std::unordered_map<IRValue, size_t> lastReaders(const ir::Function& f, const Use
 }
 
 size_t bytesOf(IRValue v) { return (size_t)v->type.byteSize(); }
+
+// The materialised values the code of op `r` reads element by element at
+// the index it writes: the leaves of its fused tree (ops fused into it
+// expanded; constants are immediates).
+void treeLeaves(const ir::Function& f, const std::vector<size_t>& root, const std::unordered_map<const ir::Op*, size_t>& index,
+                size_t r, const ir::Op& op, std::vector<IRValue>& leaves) {
+  for (IRValue v : op.operands) {
+    if (v->def && v->def->kind == OpKind::Constant) continue;
+    auto d = v->def ? index.find(v->def) : index.end();
+    if (d != index.end() && d->second != r && root[d->second] == r) treeLeaves(f, root, index, r, *v->def, leaves);
+    else leaves.push_back(v);
+  }
+}
+
+// Donors (ResultSource::donor): a computed result written by generated
+// elementwise code may take the buffer of an argument or param of its own
+// type that the code reads as a leaf (so at the index it writes, before it
+// writes it) and that no later op reads. Each input is the donor of one
+// result at most. Whether it is used is decided per call (Donation).
+void planDonors(const ir::Function& f, const std::vector<size_t>& root,
+                const std::unordered_map<IRValue, size_t>& lastUse, BufferPlan& p) {
+  const size_t n = f.ops.size();
+  std::unordered_map<const ir::Op*, size_t> index;
+  for (size_t i = 0; i < n; ++i) index[f.ops[i].get()] = i;
+  // Each candidate input: its values (an argument, or every param op of
+  // one name) and the last op reading its buffer (-1: none).
+  struct Input {
+    DonorInput id;
+    std::vector<IRValue> values;
+    int64_t last = -1;
+    bool taken = false;
+  };
+  std::vector<Input> inputs;
+  std::unordered_map<IRValue, size_t> inputOf;
+  std::unordered_map<std::string, size_t> paramInput;
+  auto add = [&](IRValue v, DonorInput id, size_t k) {
+    inputOf[v] = k;
+    inputs[k].values.push_back(v);
+    auto it = lastUse.find(v);
+    if (it != lastUse.end()) inputs[k].last = std::max(inputs[k].last, (int64_t)it->second);
+  };
+  for (IRValue a : f.args) {
+    inputs.push_back({{a->argIndex, ""}, {}, -1, false});
+    add(a, inputs.back().id, inputs.size() - 1);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Op& op = *f.ops[i];
+    if (op.kind != OpKind::Param || !p.live[i]) continue;
+    const std::string name = op.attrs.getString("name");
+    auto [it, fresh] = paramInput.emplace(name, inputs.size());
+    if (fresh) inputs.push_back({{-1, name}, {}, -1, false});
+    add(op.result, inputs[it->second].id, it->second);
+  }
+  // An input that is itself a result is read by the caller afterwards.
+  for (IRValue v : f.results) {
+    auto it = inputOf.find(v);
+    if (it != inputOf.end() && v->argIndex >= 0) inputs[it->second].taken = true;
+  }
+  for (size_t j = 0; j < f.results.size(); ++j) {
+    IRValue v = f.results[j];
+    if (p.results[j].kind != ResultSource::Computed || !v->def) continue;
+    const size_t r = index.at(v->def);
+    if (!p.live[r] || p.fallback[r] || !isElementwise(v->def->kind)) continue;
+    std::vector<IRValue> leaves;
+    treeLeaves(f, root, index, r, *v->def, leaves);
+    for (IRValue leaf : leaves) {
+      auto it = inputOf.find(leaf);
+      if (it == inputOf.end()) continue;
+      Input& in = inputs[it->second];
+      if (in.taken || leaf->type != v->type || in.last > (int64_t)r) continue;
+      // Read at r only as leaves (not through an alias, which may index
+      // differently).
+      bool direct = true;
+      for (IRValue other : leaves)
+        if (!inputOf.count(other) && inputOf.count(owner(p, other)) && inputOf.at(owner(p, other)) == it->second)
+          direct = false;
+      if (!direct) continue;
+      in.taken = true;
+      p.results[j].donor = in.id;
+      break;
+    }
+  }
+}
 
 // The temp bytes an op needs during its own execution.
 size_t tempBytes(const ir::Op& op, const BufferPlan& p, size_t i) {
@@ -368,7 +464,10 @@ BufferPlan planBuffers(const ir::Function& f, const JitOptions& opts) {
   planContractions(f, opts, p);
   planResults(f, resultIndex, p);
   assignStorage(f, resultIndex, p);
-  assignOffsets(f, lastReaders(f, uses, p), p);
+  const std::vector<size_t> roots = treeRoots(f, uses, p);
+  const std::unordered_map<IRValue, size_t> lastUse = lastReaders(f, roots, p);
+  assignOffsets(f, lastUse, p);
+  planDonors(f, roots, lastUse, p);
   return p;
 }
 

@@ -8,7 +8,8 @@
 // ops (and a reduction of it) is one loop nest with no intermediate buffers.
 // Constants are inlined into elementwise code as immediates.
 //
-// Buffers: function results are written straight into the output tensors;
+// Buffers: function results are written straight into the output tensors
+// (or into a donated input's buffer: ResultSource::donor);
 // reshapes and slices of a contiguous block alias their operand; params are
 // read in place from the param store; every other materialised value lives
 // in the workspace at an offset chosen by a liveness-based allocator (a
@@ -21,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/Engine.h"
 #include "backend/jit/Contraction.h"
 #include "backend/jit/JitOptions.h"
 #include "ir/Function.h"
@@ -37,6 +39,12 @@ struct ResultSource {
     Repeat,    // the same value as result `index` (< j)
   } kind = Computed;
   int index = -1;
+  // A Computed result may be written into this input's buffer when the
+  // caller donates it (Donation): the input has the result's type, and the
+  // op that writes the result is the last to read it, element by element
+  // at the index it writes (an elementwise op reading it as a leaf of its
+  // tree); no other op reads it later, through an alias or otherwise.
+  DonorInput donor;
 };
 
 // Where a value's elements live.

@@ -35,9 +35,10 @@ Lowered lowerFunction(const ir::Function& f, const std::string& symbol, const Ji
   return out;
 }
 
-size_t planPeakBytes(const ir::Function& f, const JitOptions& opts) {
+PlanSummary planSummary(const ir::Function& f, const JitOptions& opts) {
   checkResolved(opts);
-  return planBuffers(f, opts).peak;
+  BufferPlan plan = planBuffers(f, opts);
+  return {plan.peak, std::move(plan.results)};
 }
 
 }  // namespace gsl::backend::jit

@@ -40,8 +40,12 @@ struct Lowered {
 // pass pipeline). `opts.vectorWidth` must be resolved (4, 8 or 16).
 Lowered lowerFunction(const ir::Function& f, const std::string& symbol, const JitOptions& opts);
 
-// The workspace size lowerFunction would plan for `f` (the buffer planner
-// alone: no LLVM IR is built, so it is cheap).
-size_t planPeakBytes(const ir::Function& f, const JitOptions& opts);
+// The workspace size and result sources lowerFunction would plan for `f`
+// (the buffer planner alone: no LLVM IR is built, so it is cheap).
+struct PlanSummary {
+  size_t peakBytes = 0;
+  std::vector<ResultSource> results;
+};
+PlanSummary planSummary(const ir::Function& f, const JitOptions& opts);
 
 }  // namespace gsl::backend::jit

@@ -670,7 +670,7 @@ class JitEngine : public Engine {
   JitEngine(const KernelContext& ctx, const JitOptions& opts) : ctx_(ctx), opts_(opts) {}
   const char* name() const override { return "jit"; }
 
-  std::vector<Tensor> call(const ir::Function& f, const std::vector<Tensor>& args) override {
+  std::vector<Tensor> call(const ir::Function& f, const std::vector<Tensor>& args, const Donation& donated) override {
     GSL_ASSERT(args.size() == f.args.size(), "jit: function '" + f.name + "' takes " +
                                                  std::to_string(f.args.size()) + " arguments, got " +
                                                  std::to_string(args.size()));
@@ -688,9 +688,12 @@ class JitEngine : public Engine {
     std::vector<void*> outputs(f.results.size(), nullptr);
     for (size_t j = 0; j < f.results.size(); ++j)
       if (c->results[j].kind == ResultSource::Computed) {
-        // The compiled code writes every element of a computed result
-        // (as it does of its workspace buffers, which are never cleared).
-        results[j] = Tensor::uninitialized(f.results[j]->type);
+        // Into a donated input's buffer, if the plan allows it and no one
+        // else holds the buffer; else a new one, not zero-filled: the
+        // compiled code writes every element of a computed result (as it
+        // does of its workspace buffers, which are never cleared).
+        results[j] = donatedBuffer(c->results[j].donor, f.results[j]->type, args, donated);
+        if (!results[j].defined()) results[j] = Tensor::uninitialized(f.results[j]->type);
         outputs[j] = results[j].raw();
       }
     jit::CallContext rc;
@@ -709,6 +712,18 @@ class JitEngine : public Engine {
   }
 
  private:
+  // The donated input whose buffer a result may be written into (the
+  // plan's donor), when the caller donated it and holds the only tensor
+  // of it; else an undefined tensor.
+  Tensor donatedBuffer(const DonorInput& d, const ir::TensorType& t, const std::vector<Tensor>& args,
+                       const Donation& donated) {
+    const Tensor* in = nullptr;
+    if (d.arg >= 0 && donated.arg((size_t)d.arg)) in = &args[(size_t)d.arg];
+    if (!d.param.empty() && donated.param(d.param)) in = &ctx_.param(d.param);
+    if (in && in->defined() && in->type() == t && in->soleOwner()) return *in;
+    return {};
+  }
+
   // `f` compiled, remembered by address: the key is computed once per
   // function and engine, not on every call.
   std::shared_ptr<const Compiled> compiled(const ir::Function& f) {
@@ -767,7 +782,13 @@ size_t jitPeakBytes(const ir::Function& f, const JitOptions& opts) {
 }
 
 size_t jitPlannedPeakBytes(const ir::Function& f, const JitOptions& opts) {
-  return jit::planPeakBytes(f, resolve(opts));
+  return jit::planSummary(f, resolve(opts)).peakBytes;
+}
+
+std::vector<DonorInput> jitPlannedDonors(const ir::Function& f, const JitOptions& opts) {
+  std::vector<DonorInput> donors;
+  for (const ResultSource& r : jit::planSummary(f, resolve(opts)).results) donors.push_back(r.donor);
+  return donors;
 }
 
 std::string jitEmitLLVM(const ir::Function& f, bool optimized, const JitOptions& opts) {

@@ -117,6 +117,11 @@ size_t jitPeakBytes(const ir::Function& f, const JitOptions& opts = {});
 // (cheap: used to check a run's memory before it starts).
 size_t jitPlannedPeakBytes(const ir::Function& f, const JitOptions& opts = {});
 
+// Per result of `f`, the input whose buffer it is written into when the
+// caller donates that input (Donation; invalid: none), from the buffer
+// planner alone (for the memory estimate).
+std::vector<DonorInput> jitPlannedDonors(const ir::Function& f, const JitOptions& opts = {});
+
 // The LLVM IR of `f` (`gsl compile --emit llvm`): after the O3 pipeline, or
 // as generated when `optimized` is false. Does not touch the cache.
 std::string jitEmitLLVM(const ir::Function& f, bool optimized = true, const JitOptions& opts = {});

@@ -124,6 +124,38 @@ TEST_CASE("memory estimate: params, optimizer states and the largest computation
   CHECK(d3.all().empty());
 }
 
+TEST_CASE("memory estimate: a training step's updated params and states take no memory of their own") {
+  // minimize donates the params and states; the planner writes w', u', and
+  // the Adam states into their buffers. On several threads the ranks share
+  // a param whose block is the whole param (u) until their first step,
+  // which writes a new one: its result is counted then.
+  const std::string src =
+      "mesh m = [data: NP]\n"
+      "param w: f32[1024, 256] @shard(m, [data, _]) = zeros\n"
+      "param u: f32[256] = zeros\n"
+      "optimizer opt = adam(lr=0.1)\n"
+      "fn loss(x: f32[256]) -> f32 { return sum(w @ (x + u)) }\n"
+      "fn main() {\n"
+      "  let x = broadcast(1.0, [256])\n"
+      "  print(opt.minimize(loss, x))\n"
+      "}\n";
+  for (int np : {1, 2}) {
+    INFO("np " << np);
+    SourceManager sm;
+    Diagnostics diags(sm);
+    frontend::Options o;
+    o.np = np;
+    auto prog = frontend::compileSource("est.gsl", src, o, sm, diags);
+    REQUIRE(prog);
+    passes::runGlobalPipeline(*prog->module);
+    MemoryEstimate est = estimateMemory(*prog, RunOptions{});
+    CHECK(est.where.line == 8);
+    CHECK(est.paramBytes == (1024u << 10) / np + 1024);
+    CHECK(est.stateBytes == 2 * est.paramBytes);
+    CHECK(est.resultBytes == (np == 1 ? 4u : 4u + 1024u));  // the loss (and u' at np 2)
+  }
+}
+
 TEST_CASE("interrupt: a checkpoint write is abandoned, its temp file removed, the old file kept") {
   char tmpl[] = "/tmp/gsl_interrupt_test.XXXXXX";
   REQUIRE(mkdtemp(tmpl));
