@@ -651,14 +651,14 @@ class RankRunner : public HostWalker<HostValue> {
       types.push_back(p.type);
       shardings.push_back(p.sharding);
     }
-    for (const auto& [key, v] : optStates_) {
-      if (!optimizer) break;
-      names.push_back(key);
-      locals.push_back(v.local);
-      // The whole type (a padded block does not say it).
-      types.push_back(optStateTypes_.at(key));
-      shardings.push_back(v.sharding);
-    }
+    if (optimizer)
+      for (const auto& [key, v] : optStates_) {
+        names.push_back(key);
+        locals.push_back(v.local);
+        // The whole type (a padded block does not say it).
+        types.push_back(optStateTypes_.at(key));
+        shardings.push_back(v.sharding);
+      }
     const ir::Function& g = prog_.programs().gatherProgram(names, types, shardings);
     std::vector<Tensor> whole;
     {
