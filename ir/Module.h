@@ -71,6 +71,11 @@ struct Module {
   // reading the matmul and einsum results the forward loop saved
   // (passes/Autodiff.cpp, docs/loops.md): less memory, more compute.
   bool remat = false;
+  // Weight-update sharding (passes/UpdateSharding.h): a training step's
+  // update of a param replicated over the data-parallel axes is split over
+  // them (reduce_scatter, 1/N of the update and states, all_gather).
+  // `--no-update-sharding` turns it off.
+  bool updateSharding = true;
 
   const Optimizer* findOptimizer(const std::string& name) const;
   const Mesh* findMesh(const std::string& name) const;

@@ -9,6 +9,7 @@
 #include "passes/Simplify.h"
 #include "passes/SpmdPartitioner.h"
 #include "passes/Training.h"
+#include "passes/UpdateSharding.h"
 #include "support/Diagnostics.h"
 #include "support/Trace.h"
 
@@ -99,6 +100,14 @@ void runGlobalPipeline(ir::Module& m, const PrintAfter* print) {
 
 std::unique_ptr<ir::Function> buildPerRankProgram(const ir::Module& m, ir::Function& f, bool gather,
                                                   const PrintAfter* print) {
+  // 0. Weight-update sharding: a training step's update of a param
+  //    replicated over the data-parallel axes is split over them (its
+  //    gradient reduce_scattered, its new value all_gathered).
+  {
+    trace::Scope t("rank pass", "update-sharding");
+    shardWeightUpdates(m, f);
+  }
+  printAfter(print, "update-sharding", f);
   // 1. Sharding propagation from the annotations and the inputs' shardings.
   {
     trace::Scope t("rank pass", "propagation");

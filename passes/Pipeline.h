@@ -29,25 +29,29 @@ namespace gsl::passes {
 // did. Names: kPassNames.
 struct PrintAfter {
   std::set<std::string> passes;
-  std::ostream* os = nullptr;
+  std::ostream *os = nullptr;
 };
-inline constexpr const char* kPassNames[] = {"shape-inference", "autocast", "training", "propagation", "partition",
-                                             "combine-all-reduce", "simplify"};
+inline constexpr const char *kPassNames[] = {
+    "shape-inference", "autocast",  "training",           "update-sharding",
+    "propagation",     "partition", "combine-all-reduce", "simplify"};
 
-void runGlobalPipeline(ir::Module& m, const PrintAfter* print = nullptr);
+void runGlobalPipeline(ir::Module &m, const PrintAfter *print = nullptr);
 
 // The stages `gsl compile --emit` prints: the AST, the global IR (after the
 // global stage), the IR with every value's sharding (after propagation),
 // the per-rank programs, and their LLVM IR.
 enum class EmitKind { Ast, Ir, Sharded, Spmd, Llvm };
-inline constexpr EmitKind kEmitKinds[] = {EmitKind::Ast, EmitKind::Ir, EmitKind::Sharded, EmitKind::Spmd,
+inline constexpr EmitKind kEmitKinds[] = {EmitKind::Ast, EmitKind::Ir,
+                                          EmitKind::Sharded, EmitKind::Spmd,
                                           EmitKind::Llvm};
-const char* emitKindName(EmitKind k);                       // "ast", "ir", "sharded", "spmd", "llvm"
-std::optional<EmitKind> parseEmitKind(std::string_view s);  // inverse of emitKindName
+const char *emitKindName(EmitKind k); // "ast", "ir", "sharded", "spmd", "llvm"
+std::optional<EmitKind>
+parseEmitKind(std::string_view s); // inverse of emitKindName
 
 // `f` (its args' shardings set to how the inputs lie) is propagated in
 // place and partitioned. With `gather`, every result is made replicated.
-std::unique_ptr<ir::Function> buildPerRankProgram(const ir::Module& m, ir::Function& f, bool gather,
-                                                  const PrintAfter* print = nullptr);
+std::unique_ptr<ir::Function>
+buildPerRankProgram(const ir::Module &m, ir::Function &f, bool gather,
+                    const PrintAfter *print = nullptr);
 
-}  // namespace gsl::passes
+} // namespace gsl::passes

@@ -305,9 +305,16 @@ struct Propagator {
     return true;
   }
 
+  // A training step's update views (passes/UpdateSharding.h) constrain
+  // the update, not the forward pass: they propose nothing backward (the
+  // param keeps the sharding its uses give it; the pass itself gives the
+  // gradient's producer the update's split).
+  static bool updateView(const Op& op) { return op.kind == OpKind::Copy && op.attrs.get("update"); }
+
   bool backward(Op& op) {
     if (op.kind == OpKind::Loop) return backwardLoop(op);
     if (!op.result->sharding || op.result->sharding->mesh.empty()) return false;
+    if (updateView(op)) return false;
     bool changed = false;
     DimLabels L = dimLabels(op);
     const std::string& mesh = op.result->sharding->mesh;
@@ -359,7 +366,7 @@ struct Propagator {
       std::vector<Sharding> asks;
       bool ok = true;
       for (Op* u : us) {
-        if (u->kind == OpKind::Loop || !u->result->sharding || u->result->sharding->mesh != mesh) {
+        if (u->kind == OpKind::Loop || updateView(*u) || !u->result->sharding || u->result->sharding->mesh != mesh) {
           ok = false;
           break;
         }

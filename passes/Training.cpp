@@ -41,7 +41,7 @@ struct Expander {
   Value* adamStepSize = nullptr, *adamBc2Sqrt = nullptr;
   Value* adafactorBeta = nullptr, *adafactorKeep = nullptr;
 
-  Value* paramValue(const Param& p) {
+  Value* paramRead(const Param& p) {
     for (auto& op : f.ops)
       if (op->kind == OpKind::Param && op->attrs.getString("name") == p.name) return op->result;
     AttrMap at;
@@ -50,6 +50,18 @@ struct Expander {
     op->result->sharding = p.sharding;
     return op->result;
   }
+
+  // The update's own view of a value of param p's update (`role` "grad":
+  // its gradient, "param": its value, "new": its new value): a copy marked
+  // {update = role, param = name}, which passes/UpdateSharding gives the
+  // sharding of the update (weight-update sharding) or removes.
+  Value* mark(Value* v, const char* role, const Param& p) {
+    AttrMap at;
+    at.set("update", std::string(role));
+    at.set("param", p.name);
+    return f.append(OpKind::Copy, {v}, at, v->type)->result;
+  }
+  Value* paramValue(const Param& p) { return mark(paramRead(p), "param", p); }
 
   Value* state(const Param& p, const std::string& slot, const TensorType& t, const std::optional<Sharding>& s) {
     Value* a = f.addArg(t);
@@ -236,6 +248,7 @@ struct Expander {
         o->hp.at("weight_decay") > 0)
       decayRate = hostScalar(TrainRequest::Scalar::DecayRate);
     std::vector<Value*> g = grads.params;
+    for (size_t i = 0; i < g.size(); ++i) g[i] = mark(g[i], "grad", *m.findParam(tr.params[i]));
     if (double c = o->hp.count("clip_norm") ? o->hp.at("clip_norm") : 0; c > 0) clipGlobalNorm(c, g);
     for (size_t i = 0; i < tr.params.size(); ++i) {
       const Param& p = *m.findParam(tr.params[i]);
@@ -249,7 +262,7 @@ struct Expander {
     f.results = {loss};
     f.resultShardings = {std::nullopt};
     for (size_t i = 0; i < tr.params.size(); ++i) {
-      f.results.push_back(newParams[i]);
+      f.results.push_back(mark(newParams[i], "new", *m.findParam(tr.params[i])));
       f.resultShardings.push_back(m.findParam(tr.params[i])->sharding);
     }
     for (size_t i = 0; i < newStates.size(); ++i) {

@@ -904,7 +904,8 @@ class MemoryWalker : public ShardingWalk {
     uint64_t total = addBytes(addBytes(inputs, work), results);
     if (step && tr && tr->kind == ir::TrainRequest::Minimize) {
       // Its results: the loss, then each param's update (local, as its gradient), then the states.
-      MemoryEstimate::TrainingStep t{0, 0, states, inputs, work, results, th.loc};
+      MemoryEstimate::TrainingStep t{0, 0, states, inputs, work, results, {}, th.loc};
+      t.collectives = passes::estimateCost(programs_.module(), f).collectives;
       for (size_t i = 1; i <= tr->params.size() && i < f.results.size(); ++i)
         t.gradBytes = addBytes(t.gradBytes, bytes(f.results[i]->type));
       if (!est_.training || t.peak() > est_.training->peak()) est_.training = t;

@@ -26,11 +26,13 @@
 // location.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 
 #include "backend/jit/JitOptions.h"
 #include "frontend/Frontend.h"
+#include "passes/CostModel.h"
 #include "support/Diagnostics.h"
 
 namespace gsl::runtime {
@@ -93,6 +95,10 @@ struct MemoryEstimate {
     uint64_t inputBytes = 0;       // the step's own inputs (the batch)
     uint64_t activationBytes = 0;  // the planner's peak workspace of the step's intermediate values
     uint64_t resultBytes = 0;      // the loss, updated params and states the step writes
+    // What one step sends per rank, by collective kind (passes/CostModel):
+    // all_reduce of the gradients, or with weight-update sharding their
+    // reduce_scatter and the new params' all_gather.
+    std::map<std::string, passes::CollectiveCost> collectives;
     SourceLoc where;
     uint64_t peak() const {
       return addBytes(addBytes(addBytes(paramBytes, stateBytes), addBytes(inputBytes, activationBytes)), resultBytes);

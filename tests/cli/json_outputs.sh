@@ -36,12 +36,19 @@ for name, f in fns:
 # "training": the step opt.minimize runs in fn main, bytes per rank.
 keys = ["param_bytes", "grad_bytes", "optimizer_state_bytes", "input_bytes", "activation_bytes", "result_bytes",
         "peak_bytes"]
+# ... then what one step sends per rank: "collective_bytes" and, by kind,
+# "collectives" (calls and bytes, as a function's).
 def training(path):
     t = json.load(open(path), object_pairs_hook=lambda kv: kv)
     assert [k for k, _ in t][-1] == "training", t
     tr = dict(t)["training"]
-    assert [k for k, _ in tr] == keys, tr
+    assert [k for k, _ in tr] == keys + ["collective_bytes", "collectives"], tr
     tr = dict(tr)
+    sent = 0
+    for kind, c in tr.pop("collectives"):
+        assert [k for k, _ in c] == ["calls", "bytes"], kind
+        sent += dict(c)["bytes"]
+    assert tr.pop("collective_bytes") == sent, tr
     assert all(isinstance(v, int) and v >= 0 for v in tr.values()), tr
     assert tr["param_bytes"] == dict(t)["param_bytes_per_rank"], tr
     assert tr["peak_bytes"] == sum(tr[k] for k in keys[:-1] if k != "grad_bytes"), tr

@@ -38,6 +38,7 @@ struct Common {
   std::vector<std::string> defines;
   std::string autocast;  // --autocast bf16: mixed precision (passes/Autocast.h)
   bool remat = false;    // --remat: loops' backward passes recompute their whole body
+  bool noUpdateSharding = false;  // --no-update-sharding: every replica updates every param whole
 };
 
 void addCommon(CLI::App* app, Common& c) {
@@ -50,6 +51,9 @@ void addCommon(CLI::App* app, Common& c) {
   app->add_flag("--remat", c.remat,
                 "training: a loop's backward pass recomputes its whole body instead of reading the matmul and "
                 "einsum results the forward pass saved (less memory, more compute; docs/loops.md)");
+  app->add_flag("--no-update-sharding", c.noUpdateSharding,
+                "training: every data-parallel replica updates every param whole and holds all optimizer states "
+                "(all_reduce of the gradients), instead of 1/N of each (reduce_scatter, all_gather; docs/memory.md)");
 }
 
 // Parses -D NAME=VALUE items; a malformed one is a usage error.
@@ -110,6 +114,7 @@ std::unique_ptr<gsl::frontend::CheckedProgram> build(const Common& c, gsl::Sourc
   }
   if (c.autocast == "bf16") prog->module->autocast = gsl::ir::DType::BF16;
   prog->module->remat = c.remat;
+  prog->module->updateSharding = !c.noUpdateSharding;
   gsl::passes::runGlobalPipeline(*prog->module, print);
   rc = 0;
   return prog;
@@ -186,14 +191,23 @@ nlohmann::ordered_json statsJson(const gsl::ir::Module& mod,
   }
   nlohmann::ordered_json out = {{"np", mod.np}, {"param_bytes_per_rank", paramBytes}, {"functions", std::move(fns)}};
   // The training step of fn main, as the run's memory estimate measures it.
-  if (training)
+  if (training) {
+    nlohmann::ordered_json collectives = nlohmann::ordered_json::object();
+    uint64_t sent = 0;
+    for (const auto& [kind, v] : training->collectives) {
+      collectives[kind] = {{"calls", v.calls}, {"bytes", v.bytes}};
+      sent += v.bytes;
+    }
     out["training"] = {{"param_bytes", training->paramBytes},
                        {"grad_bytes", training->gradBytes},
                        {"optimizer_state_bytes", training->stateBytes},
                        {"input_bytes", training->inputBytes},
                        {"activation_bytes", training->activationBytes},
                        {"result_bytes", training->resultBytes},
-                       {"peak_bytes", training->peak()}};
+                       {"peak_bytes", training->peak()},
+                       {"collective_bytes", sent},
+                       {"collectives", std::move(collectives)}};
+  }
   return out;
 }
 
