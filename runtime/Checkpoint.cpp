@@ -412,18 +412,16 @@ std::string folderOf(const std::string& path) {
 
 // ------------------------------------------------------------------ write
 
-void writeSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<Entry> layout,
+                                     const std::map<std::string, std::string>& metadata)
+    : path_(path), layout_(std::move(layout)) {
   std::set<std::string> names;
-  for (const NamedTensor& nt : tensors) {
-    GSL_ASSERT(nt.name != "__metadata__",
-               "writeSafetensors: '__metadata__' is reserved and cannot name a tensor");
-    GSL_ASSERT(names.insert(nt.name).second,
-               "writeSafetensors: tensor name '" + nt.name + "' is used twice");
-    GSL_ASSERT(nt.value.defined(), "writeSafetensors: tensor '" + nt.name + "' has no data");
-    GSL_ASSERT(nt.value.type().sizeFits(), "writeSafetensors: tensor '" + nt.name + "' is too large");
-    if (invalidUtf8At(nt.name) != std::string_view::npos)
-      fail(path, "cannot write: tensor name " + inQuotes(nt.name) + " is not valid UTF-8");
+  for (const Entry& e : layout_) {
+    GSL_ASSERT(e.name != "__metadata__", "writeSafetensors: '__metadata__' is reserved and cannot name a tensor");
+    GSL_ASSERT(names.insert(e.name).second, "writeSafetensors: tensor name '" + e.name + "' is used twice");
+    GSL_ASSERT(e.type.sizeFits(), "writeSafetensors: tensor '" + e.name + "' is too large");
+    if (invalidUtf8At(e.name) != std::string_view::npos)
+      fail(path, "cannot write: tensor name " + inQuotes(e.name) + " is not valid UTF-8");
   }
   for (const auto& [k, v] : metadata) {
     if (invalidUtf8At(k) != std::string_view::npos)
@@ -440,10 +438,10 @@ void writeSafetensors(const std::string& path, const std::vector<NamedTensor>& t
     for (const auto& [k, v] : metadata) meta[k] = v;
   }
   uint64_t offset = 0;
-  for (const NamedTensor& nt : tensors) {
-    const DTypeInfo& di = infoOf(nt.value.dtype());
-    uint64_t bytes = (uint64_t)nt.value.size() * di.size;
-    json[nt.name] = Json{{"dtype", di.name}, {"shape", nt.value.shape()}, {"data_offsets", {offset, offset + bytes}}};
+  for (const Entry& e : layout_) {
+    const DTypeInfo& di = infoOf(e.type.dtype);
+    uint64_t bytes = (uint64_t)e.type.numElements() * di.size;
+    json[e.name] = Json{{"dtype", di.name}, {"shape", e.type.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string header = json.dump();
@@ -461,34 +459,13 @@ void writeSafetensors(const std::string& path, const std::vector<NamedTensor>& t
   // .npy writer does (the temp file is not the user's concern then).
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail(path, "cannot write: " + errnoText(EISDIR));
-  std::string tmp = path + ".tmp." + std::to_string((long)::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) fail(path, "cannot write: " + errnoText(errno));
-  if (fd < 0)
-    fail(path, "cannot write: cannot create the temporary file '" + tmp + "': " + errnoText(errno));
-  TempFileGuard guard(tmp);  // a forced exit (second Ctrl-C) removes it
-  auto abandon = [&](int err) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    fail(path, "cannot write: " + errnoText(err));
-  };
-  // An interrupt (support/Interrupt.h) abandons the write: the temp file
-  // goes, an older file at `path` stays as it was.
-  auto pollInterrupt = [&] {
-    if (!interruptRequested()) return;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw Interrupted();
-  };
-  // Writes in pieces of at most 64 MiB, polling for an interrupt between them.
-  auto put = [&](const char* data, size_t n) {
-    constexpr size_t kPiece = size_t(64) << 20;
-    for (size_t off = 0; off < n; off += kPiece) {
-      pollInterrupt();
-      if (int err = writeAll(fd, data + off, std::min(kPiece, n - off))) abandon(err);
-    }
-  };
-  put(prefix.data(), prefix.size());
+  tmp_ = path + ".tmp." + std::to_string((long)::getpid());
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd_ < 0 && (errno == ENOENT || errno == ENOTDIR)) fail(path, "cannot write: " + errnoText(errno));
+  if (fd_ < 0)
+    fail(path, "cannot write: cannot create the temporary file '" + tmp_ + "': " + errnoText(errno));
+  guard_ = std::make_unique<TempFileGuard>(tmp_);  // a forced exit (second Ctrl-C) removes it
+  write(prefix.data(), prefix.size());
   // TEST-ONLY (GSL_TEST_FAULT=checkpoint_pause_ms=N): a window in which the
   // temp file exists, for the interrupt tests.
   if (int ms = testFaults().checkpointPauseMs) {
@@ -496,39 +473,93 @@ void writeSafetensors(const std::string& path, const std::vector<NamedTensor>& t
     while (std::chrono::steady_clock::now() < until && !interruptRequested())
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  std::vector<char> bools;
-  for (const NamedTensor& nt : tensors) {
-    int64_t count = nt.value.size();
-    if (count == 0) continue;
-    if (nt.value.dtype() == DType::Bool) {
-      const int32_t* src = nt.value.i32();
-      bools.resize((size_t)count);
-      for (int64_t i = 0; i < count; ++i) bools[(size_t)i] = src[i] != 0 ? 1 : 0;
-      put(bools.data(), bools.size());
-    } else {
-      // f32, i32 and bf16 are stored as little-endian; the host is
-      // little-endian (x86-64, AArch64).
-      put(static_cast<const char*>(nt.value.raw()), nt.value.bytes());
+}
+
+SafetensorsWriter::~SafetensorsWriter() { abandon(); }
+
+void SafetensorsWriter::abandon() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  fd_ = -1;
+  ::unlink(tmp_.c_str());
+}
+
+// Writes in pieces of at most 64 MiB, polling for an interrupt between
+// them: an interrupt (support/Interrupt.h) abandons the write, the temp
+// file goes, an older file at `path` stays as it was.
+void SafetensorsWriter::write(const char* data, size_t n) {
+  constexpr size_t kPiece = size_t(64) << 20;
+  for (size_t off = 0; off < n; off += kPiece) {
+    if (interruptRequested()) {
+      abandon();
+      throw Interrupted();
+    }
+    if (int err = writeAll(fd_, data + off, std::min(kPiece, n - off))) {
+      abandon();
+      fail(path_, "cannot write: " + errnoText(err));
     }
   }
-  pollInterrupt();
-  if (::fsync(fd) != 0) abandon(errno);
+}
+
+void SafetensorsWriter::put(const backend::Tensor& t) {
+  GSL_ASSERT(fd_ >= 0 && next_ < layout_.size(), "SafetensorsWriter: put after the last tensor or a failure");
+  const Entry& e = layout_[next_++];
+  GSL_ASSERT(t.defined() && t.type() == e.type, "writeSafetensors: tensor '" + e.name + "' is not " + e.type.str());
+  int64_t count = t.size();
+  if (count == 0) return;
+  if (t.dtype() == DType::Bool) {
+    const int32_t* src = t.i32();
+    std::vector<char> bools((size_t)count);
+    for (int64_t i = 0; i < count; ++i) bools[(size_t)i] = src[i] != 0 ? 1 : 0;
+    write(bools.data(), bools.size());
+  } else {
+    // f32, i32 and bf16 are stored as little-endian; the host is
+    // little-endian (x86-64, AArch64).
+    write(static_cast<const char*>(t.raw()), t.bytes());
+  }
+}
+
+void SafetensorsWriter::commit() {
+  GSL_ASSERT(fd_ >= 0 && next_ == layout_.size(), "SafetensorsWriter: commit before every tensor was put");
+  if (interruptRequested()) {
+    abandon();
+    throw Interrupted();
+  }
+  if (::fsync(fd_) != 0) {
+    int err = errno;
+    abandon();
+    fail(path_, "cannot write: " + errnoText(err));
+  }
+  int fd = fd_;
+  fd_ = -1;
   if (::close(fd) != 0) {
     int err = errno;
-    ::unlink(tmp.c_str());
-    fail(path, "cannot write: " + errnoText(err));
+    ::unlink(tmp_.c_str());
+    fail(path_, "cannot write: " + errnoText(err));
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     int err = errno;
-    ::unlink(tmp.c_str());
-    fail(path, "cannot write: " + errnoText(err));
+    ::unlink(tmp_.c_str());
+    fail(path_, "cannot write: " + errnoText(err));
   }
   // Make the rename itself durable; failing here leaves a complete file.
-  int dfd = ::open(folderOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dfd = ::open(folderOf(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+void writeSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  std::vector<SafetensorsWriter::Entry> layout;
+  for (const NamedTensor& nt : tensors) {
+    GSL_ASSERT(nt.value.defined(), "writeSafetensors: tensor '" + nt.name + "' has no data");
+    layout.push_back({nt.name, nt.value.type()});
+  }
+  SafetensorsWriter w(path, std::move(layout), metadata);
+  for (const NamedTensor& nt : tensors) w.put(nt.value);
+  w.commit();
 }
 
 // ------------------------------------------------------------------ read

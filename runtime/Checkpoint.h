@@ -25,11 +25,13 @@
 // reports malformed input as a CheckpointError, never crashes.
 #pragma once
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "backend/Tensor.h"
+#include "support/Interrupt.h"
 
 namespace gsl::runtime {
 
@@ -57,6 +59,36 @@ struct NamedTensor {
 // undefined tensors are caller bugs: internal error (abort).
 void writeSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                       const std::map<std::string, std::string>& metadata);
+
+// The same file written one tensor at a time (a checkpoint gathered piece
+// by piece holds one piece whole at a time): the constructor checks the
+// names and writes the header of `layout` to the temp file, put() writes
+// the next tensor (of the layout's type), commit() makes the file (after
+// the last put). Errors and interrupts as writeSafetensors; a writer
+// destroyed uncommitted removes its temp file.
+class SafetensorsWriter {
+ public:
+  struct Entry {
+    std::string name;
+    ir::TensorType type;
+  };
+  SafetensorsWriter(const std::string& path, std::vector<Entry> layout,
+                    const std::map<std::string, std::string>& metadata);
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+  void put(const backend::Tensor& t);
+  void commit();
+
+ private:
+  void write(const char* data, size_t n);
+  void abandon();
+  std::string path_, tmp_;
+  std::vector<Entry> layout_;
+  size_t next_ = 0;
+  int fd_ = -1;
+  std::unique_ptr<TempFileGuard> guard_;
+};
 
 // Reads a whole safetensors file: the tensors in header order (bool as
 // 0/1), and its "__metadata__" into *metadata when `metadata` is not null

@@ -45,6 +45,20 @@ using ir::Sharding;
 
 namespace {
 
+// The checkpoint's groups (kCheckpointGroupBytes): [lo, hi) ranges of
+// consecutive tensors of these whole sizes.
+std::vector<std::pair<size_t, size_t>> checkpointGroups(const std::vector<uint64_t>& bytes) {
+  std::vector<std::pair<size_t, size_t>> r;
+  for (size_t lo = 0; lo < bytes.size();) {
+    size_t hi = lo + 1;
+    uint64_t sum = bytes[lo];
+    while (hi < bytes.size() && sum + bytes[hi] <= kCheckpointGroupBytes) sum += bytes[hi++];
+    r.push_back({lo, hi});
+    lo = hi;
+  }
+  return r;
+}
+
 // A user error on one rank, with its source location.
 struct RankError : std::runtime_error {
   SourceLoc loc;
@@ -651,7 +665,9 @@ class RankRunner : public HostWalker<HostValue> {
       types.push_back(p.type);
       shardings.push_back(p.sharding);
     }
-    if (optimizer)
+    std::map<std::string, std::string> meta{{"format", "gsl"}};
+    std::vector<NamedTensor> whole;  // states --resume read that no step used: whole already
+    if (optimizer) {
       for (const auto& [key, v] : optStates_) {
         names.push_back(key);
         locals.push_back(v.local);
@@ -659,26 +675,63 @@ class RankRunner : public HostWalker<HostValue> {
         types.push_back(optStateTypes_.at(key));
         shardings.push_back(v.sharding);
       }
-    const ir::Function& g = prog_.programs().gatherProgram(names, types, shardings);
-    std::vector<Tensor> whole;
-    {
-      trace::Scope traced("function", g.name);
-      whole = engine_->call(g, locals);
-    }
-    if (rank_ != 0) return;  // the caller's barrier waits for rank 0's write
-    std::vector<NamedTensor> out;
-    for (size_t i = 0; i < names.size(); ++i) out.push_back({names[i], whole[i]});
-    std::map<std::string, std::string> meta{{"format", "gsl"}};
-    if (optimizer) {
       for (const auto& [key, t] : resumedStates_)
-        if (!optStates_.count(key)) out.push_back({key, t});
+        if (!optStates_.count(key)) whole.push_back({key, t});
       for (const auto& [opt, n] : optSteps_) meta["step/" + opt] = std::to_string(n);
     }
-    refuseDroppingStates(path, loc, optimizer, out.size() > m.params.size());
-    try {
-      writeSafetensors(path, out, meta);
-    } catch (const CheckpointError& e) {
-      fail(loc, e.what());
+    // Rank 0 writes the file while the ranks gather it a group of tensors
+    // at a time (kCheckpointGroupBytes whole, or one larger tensor): a rank
+    // holds one group whole at a time, not the whole model. Rank 0's first
+    // failure (a refused overwrite, a write error, an interrupt) stops its
+    // writing, not its gathers: every rank runs the same collectives, and
+    // rank 0 reports it after the last.
+    std::unique_ptr<SafetensorsWriter> writer;
+    std::exception_ptr failure;
+    auto onRank0 = [&](const auto& f) {
+      if (rank_ != 0 || failure) return;
+      try {
+        f();
+      } catch (...) {
+        failure = std::current_exception();
+        writer.reset();  // removes the temp file
+      }
+    };
+    onRank0([&] {
+      refuseDroppingStates(path, loc, optimizer, names.size() + whole.size() > m.params.size());
+      std::vector<SafetensorsWriter::Entry> layout;
+      for (size_t i = 0; i < names.size(); ++i) layout.push_back({names[i], types[i]});
+      for (const auto& nt : whole) layout.push_back({nt.name, nt.value.type()});
+      writer = std::make_unique<SafetensorsWriter>(path, std::move(layout), meta);
+    });
+    std::vector<uint64_t> sizes;
+    for (const auto& t : types) sizes.push_back((uint64_t)t.byteSize());
+    for (auto [lo, hi] : checkpointGroups(sizes)) {
+      auto part = [&](const auto& v) { return std::vector(v.begin() + (std::ptrdiff_t)lo, v.begin() + (std::ptrdiff_t)hi); };
+      const ir::Function& g = prog_.programs().gatherProgram(part(names), part(types), part(shardings));
+      std::vector<Tensor> gathered;
+      {
+        trace::Scope traced("function", g.name);
+        gathered = engine_->call(g, part(locals));
+      }
+      onRank0([&] {
+        for (const Tensor& t : gathered) writer->put(t);
+      });
+      // The group's whole tensors go back to the system, not to the pool
+      // (whose cached buffers would hold the whole checkpoint at the end).
+      gathered.clear();
+      backend::releaseTensorPool();
+    }
+    onRank0([&] {
+      for (const auto& nt : whole) writer->put(nt.value);
+      writer->commit();
+    });
+    if (rank_ != 0) return;  // the caller's barrier waits for rank 0's write
+    if (failure) {
+      try {
+        std::rethrow_exception(failure);
+      } catch (const CheckpointError& e) {
+        fail(loc, e.what());
+      }
     }
     if (opts_.lastCheckpoint) *opts_.lastCheckpoint = path;
   }
@@ -851,6 +904,29 @@ class MemoryWalker : public ShardingWalk {
     }
     for (const auto& [key, b] : states_) est_.stateBytes = addBytes(est_.stateBytes, b);
     if (est_.training) est_.training->paramBytes = est_.paramBytes;
+    // A checkpoint save: each rank holds one group of the checkpoint whole
+    // at a time (the params, then the states, as writeCheckpoint lists them).
+    if (saves_) {
+      std::vector<uint64_t> sizes;
+      for (const auto& p : m.params) sizes.push_back(bytes(p.type));
+      for (const auto& [key, t] : stateTypes_) sizes.push_back(bytes(t));
+      uint64_t group = 0;
+      for (auto [lo, hi] : checkpointGroups(sizes)) {
+        uint64_t sum = 0;
+        for (size_t i = lo; i < hi; ++i) sum += sizes[i];
+        group = std::max(group, sum);
+      }
+      if (group > est_.activationBytes) {
+        est_.activationBytes = est_.resultBytes = group;
+        est_.inputBytes = est_.workspaceBytes = 0;
+        est_.where = *saves_;
+      }
+    }
+  }
+
+  // save_checkpoint, or --checkpoint-every: where (the first save).
+  void checkpointsAt(SourceLoc l) {
+    if (!saves_) saves_ = l;
   }
 
  private:
@@ -858,6 +934,10 @@ class MemoryWalker : public ShardingWalk {
   bool donating_;
   MemoryEstimate& est_;
   std::map<std::string, uint64_t> states_;  // optimizer state -> bytes per rank
+  std::map<std::string, ir::TensorType> stateTypes_;  // optimizer state -> its whole type
+  std::optional<SourceLoc> saves_;
+
+  void saveCheckpoint(const HostStmt& s) override { checkpointsAt(s.loc); }
 
   static uint64_t bytes(const ir::TensorType& t) { return (uint64_t)t.byteSize(); }
 
@@ -872,6 +952,7 @@ class MemoryWalker : public ShardingWalk {
       if (i >= firstState && i - firstState < tr->states.size()) {
         const auto& st = tr->states[i - firstState];
         states_["optimizer/" + tr->optimizer + "/" + st.param + "/" + st.slot] = b;
+        stateTypes_["optimizer/" + tr->optimizer + "/" + st.param + "/" + st.slot] = st.type;
         states = addBytes(states, b);
       } else {
         inputs = addBytes(inputs, b);
@@ -986,6 +1067,7 @@ class CompileAhead {
 MemoryEstimate estimate(SpmdProgram& spmd, const frontend::CheckedProgram& prog, const RunOptions& opts) {
   MemoryEstimate est;
   MemoryWalker w(spmd, opts.jit, opts.engine == Engine::Jit, est);
+  if (opts.checkpointEvery > 0) w.checkpointsAt({});
   w.walk(prog.host.body);
   w.finish();
   return est;

@@ -26,7 +26,10 @@ for i, l in enumerate(lines):
     assert d["step"] == i + 1 and isinstance(d["loss"], float) and isinstance(d["examples_per_s"], int), l
     assert isinstance(d["compile_s"], (int, float)) and d["compile_s"] >= 0, l
 s = json.load(open(sys.argv[2]), object_pairs_hook=lambda kv: kv)
-assert [k for k, _ in s] == ["np", "param_bytes_per_rank", "functions", "training"], s
+assert [k for k, _ in s] == ["np", "param_bytes_per_rank", "functions", "training", "memory"], s
+mem = dict(dict(s)["memory"])
+assert list(mem) == ["param_bytes", "optimizer_state_bytes", "largest_computation_bytes", "total_bytes"], mem
+assert mem["total_bytes"] == mem["param_bytes"] + mem["optimizer_state_bytes"] + mem["largest_computation_bytes"], mem
 fns = dict(s)["functions"]
 assert fns, "no functions"
 for name, f in fns:
@@ -40,7 +43,7 @@ keys = ["param_bytes", "grad_bytes", "optimizer_state_bytes", "input_bytes", "ac
 # "collectives" (calls and bytes, as a function's).
 def training(path):
     t = json.load(open(path), object_pairs_hook=lambda kv: kv)
-    assert [k for k, _ in t][-1] == "training", t
+    assert [k for k, _ in t][-2:] == ["training", "memory"], t
     tr = dict(t)["training"]
     assert [k for k, _ in tr] == keys + ["collective_bytes", "collectives"], tr
     tr = dict(tr)
@@ -63,8 +66,8 @@ assert t1["grad_bytes"] == t1["param_bytes"] and t1["optimizer_state_bytes"] == 
 assert t4["param_bytes"] == t1["param_bytes"] // 2, t4
 assert t4["grad_bytes"] == t4["param_bytes"] and t4["optimizer_state_bytes"] == 2 * t4["param_bytes"], t4
 assert t4["activation_bytes"] < t1["activation_bytes"], (t1, t4)
-# No training step: no "training" key.
+# No training step: no "training" key (the run's "memory" still).
 n = json.load(open(sys.argv[5]), object_pairs_hook=lambda kv: kv)
-assert [k for k, _ in n] == ["np", "param_bytes_per_rank", "functions"], n
+assert [k for k, _ in n] == ["np", "param_bytes_per_rank", "functions", "memory"], n
 print("PASS", len(lines), "log lines,", len(fns), "functions, training", t1, t4)
 PY

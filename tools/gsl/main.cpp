@@ -172,8 +172,8 @@ bool memoryLimit(const std::string& flag, int64_t np, gsl::runtime::RunOptions& 
 nlohmann::ordered_json statsJson(const gsl::ir::Module& mod,
                                  const std::vector<std::unique_ptr<gsl::ir::Function>>& perRank,
                                  const std::vector<std::string>& userFns, const std::string& only,
-                                 const gsl::backend::JitOptions& jit,
-                                 const std::optional<gsl::runtime::MemoryEstimate::TrainingStep>& training) {
+                                 const gsl::backend::JitOptions& jit, const gsl::runtime::MemoryEstimate& est) {
+  const auto& training = est.training;
   uint64_t paramBytes = 0;
   for (const auto& p : mod.params)
     paramBytes += (uint64_t)gsl::ir::TensorType{p.type.dtype, gsl::ir::localShape(mod, p.type, p.sharding)}
@@ -208,6 +208,12 @@ nlohmann::ordered_json statsJson(const gsl::ir::Module& mod,
                        {"collective_bytes", sent},
                        {"collectives", std::move(collectives)}};
   }
+  // The run's estimate per rank, as --max-memory checks it: params, states
+  // and the largest computation (a training step, a checkpoint's group).
+  out["memory"] = {{"param_bytes", est.paramBytes},
+                   {"optimizer_state_bytes", est.stateBytes},
+                   {"largest_computation_bytes", est.activationBytes},
+                   {"total_bytes", est.total()}};
   return out;
 }
 
@@ -595,7 +601,7 @@ int main(int argc, char** argv) {
     if (stats) {
       gsl::runtime::RunOptions ro;
       ro.jit = gsl::backend::jitOptionsFromEnvironment();
-      std::cout << statsJson(mod, perRank, prog->userFunctions, fn, ro.jit, gsl::runtime::estimateMemory(*prog, ro).training)
+      std::cout << statsJson(mod, perRank, prog->userFunctions, fn, ro.jit, gsl::runtime::estimateMemory(*prog, ro))
                        .dump(2)
                 << "\n";
       return 0;
