@@ -14,7 +14,7 @@ EXAMPLE_NP ?= 8
 PACKAGES := cmake g++ make default-jre-headless antlr4 libantlr4-runtime-dev \
             llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev libeigen3-dev libopenmpi-dev openmpi-bin \
             libcli11-dev doctest-dev nlohmann-json3-dev libedit-dev zlib1g-dev libzstd-dev vim tmux nodejs \
-            iproute2 util-linux python3-numpy
+            iproute2 util-linux python3-numpy time
 
 .PHONY: all deps configure build run test clean
 

@@ -20,6 +20,7 @@
 #include "backend/Npy.h"
 #include "backend/Random.h"
 #include "backend/jit/JitEngine.h"
+#include "ir/Loop.h"
 #include "ir/Printer.h"
 #include "passes/Pipeline.h"
 #include "passes/SpmdPartitioner.h"
@@ -705,6 +706,7 @@ class RankRunner : public HostWalker<HostValue> {
     });
     std::vector<uint64_t> sizes;
     for (const auto& t : types) sizes.push_back((uint64_t)t.byteSize());
+    backend::releaseTensorPool();  // the steps' cached buffers: the groups take their place
     for (auto [lo, hi] : checkpointGroups(sizes)) {
       auto part = [&](const auto& v) { return std::vector(v.begin() + (std::ptrdiff_t)lo, v.begin() + (std::ptrdiff_t)hi); };
       const ir::Function& g = prog_.programs().gatherProgram(part(names), part(types), part(shardings));
@@ -916,9 +918,13 @@ class MemoryWalker : public ShardingWalk {
         for (size_t i = lo; i < hi; ++i) sum += sizes[i];
         group = std::max(group, sum);
       }
-      if (group > est_.activationBytes) {
-        est_.activationBytes = est_.resultBytes = group;
-        est_.inputBytes = est_.workspaceBytes = 0;
+      // Beside the group: the JIT's workspace, kept at the largest size a
+      // function of the run planned (the pool's buffers are released).
+      if (addBytes(group, maxWork_) > est_.activationBytes) {
+        est_.activationBytes = addBytes(group, maxWork_);
+        est_.resultBytes = group;
+        est_.workspaceBytes = maxWork_;
+        est_.inputBytes = 0;
         est_.where = *saves_;
       }
     }
@@ -936,10 +942,26 @@ class MemoryWalker : public ShardingWalk {
   std::map<std::string, uint64_t> states_;  // optimizer state -> bytes per rank
   std::map<std::string, ir::TensorType> stateTypes_;  // optimizer state -> its whole type
   std::optional<SourceLoc> saves_;
+  uint64_t maxWork_ = 0;  // the largest planned workspace of a function the run calls
 
   void saveCheckpoint(const HostStmt& s) override { checkpointsAt(s.loc); }
 
   static uint64_t bytes(const ir::TensorType& t) { return (uint64_t)t.byteSize(); }
+
+  // A loop's buffers outside the planned workspace (backend/jit/
+  // LowerLoop.cpp): its body's workspace and two of each carried value,
+  // from the Tensor pool, which keeps them between calls, so every loop of
+  // the function (and of its bodies) counts at once.
+  uint64_t loopBuffers(const ir::Function& f) const {
+    uint64_t b = 0;
+    for (const auto& op : f.ops) {
+      if (op->kind != ir::OpKind::Loop) continue;
+      const ir::LoopInfo info(*op);
+      b = addBytes(b, addBytes(backend::jitPlannedPeakBytes(*op->body, jit_), loopBuffers(*op->body)));
+      for (size_t j = 0; j < info.carried; ++j) b = addBytes(b, 2 * bytes(op->operands[j]->type));
+    }
+    return b;
+  }
 
   void visit(const Thunk& th, const ir::Function& f, bool step, const std::vector<std::optional<ir::Sharding>>&) override {
     // Training states: the arguments after the thunk's own, the step and
@@ -981,7 +1003,9 @@ class MemoryWalker : public ShardingWalk {
       seen.push_back(r);
       if (!donated(j)) results = addBytes(results, bytes(r->type));
     }
-    uint64_t work = backend::jitPlannedPeakBytes(f, jit_);
+    const uint64_t planned = backend::jitPlannedPeakBytes(f, jit_);
+    maxWork_ = std::max(maxWork_, planned);
+    uint64_t work = addBytes(planned, loopBuffers(f));
     uint64_t total = addBytes(addBytes(inputs, work), results);
     if (step && tr && tr->kind == ir::TrainRequest::Minimize) {
       // Its results: the loss, then each param's update (local, as its gradient), then the states.
