@@ -67,6 +67,7 @@ std::optional<double> constantValue(const ir::Value* v) {
 // constants becomes a constant, and `where` with a constant condition is
 // the branch it picks (when that branch already has the result's type), so
 // the other branch dies: `where(DENSE == 1, dense, moe)` keeps one path.
+// A shard_slice or collective over a group of one is its operand.
 // Returns the value that replaces op's result, or nullptr.
 ir::Value* fold(ir::Op& op) {
   using K = ir::OpKind;
@@ -88,6 +89,14 @@ ir::Value* fold(ir::Op& op) {
       ir::Value* pick = *c != 0 ? op.operands[1] : op.operands[2];
       if (pick->type != op.result->type || pick->sharding != op.result->sharding) return nullptr;
       return pick;
+    }
+    case K::ShardSlice: case K::AllGather: case K::ReduceScatter: case K::AllToAll: {
+      // Over axes of size 1 (a mesh axis a model leaves at 1, as the
+      // examples' `fsdp`): the block is the whole, the op a copy.
+      const ir::Attr* n = op.attrs.get("n");
+      const int64_t* ni = n ? std::get_if<int64_t>(n) : nullptr;
+      if (!ni || *ni != 1 || op.operands[0]->type != op.result->type) return nullptr;
+      return op.operands[0];
     }
     default: return nullptr;
   }

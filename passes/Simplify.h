@@ -12,7 +12,9 @@
 // nothing uses are dropped too (all ranks drop the same collectives).
 // Comparisons of scalar constants fold, and a `where` whose condition is a
 // constant becomes the branch it picks, so a const switch in a model
-// (`where(DENSE == 1, dense, moe)`) leaves only the chosen path.
+// (`where(DENSE == 1, dense, moe)`) leaves only the chosen path. A
+// shard_slice, all_gather, reduce_scatter or all_to_all over mesh axes of
+// size 1 is its operand.
 #include "ir/Function.h"
 
 namespace gsl::passes {

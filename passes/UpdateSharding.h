@@ -18,8 +18,10 @@
 // axes it is not already split over are added on one dim it leaves
 // unsplit (not a stacked layer dim): the largest the axes divide, else
 // the largest (padded). A param smaller than kMinUpdateShardElements per
-// rank keeps a replicated update (two collectives' latency would cost
-// more than the update they save). docs/memory.md, "Weight-update sharding".
+// rank keeps a replicated update: by the REPL's :cost machine model (5 us
+// per collective call, 100 GFLOP/s; repl/Explain.cpp), the second collective's
+// latency costs more than splitting an Adam update of fewer elements (about
+// 10 flops each) saves. docs/memory.md, "Weight-update sharding".
 //
 // passes/Training.cpp marks the update's views as copies {update = "grad"
 // | "param" | "new", param = NAME}; this pass gives them their sharding
@@ -32,7 +34,7 @@
 
 namespace gsl::passes {
 
-inline constexpr int64_t kMinUpdateShardElements = 1024;
+inline constexpr int64_t kMinUpdateShardElements = 65536;
 
 // Runs on a global function with its inputs' shardings, before propagation
 // (buildPerRankProgram); a no-op for functions that are not training steps.

@@ -1065,6 +1065,22 @@ void Session::cost(const std::string& fn) {
   auto& local = p.local;
   passes::Cost c = passes::estimateCost(mod, *local);
   out_ << p.title << ", per rank (np = " << mod.np << "):\n" << costTable({&c}, {""});
+  // A training step: what it holds per rank, as `gsl compile --stats
+  // json`'s "training" counts it (states as the step's arguments lie, split
+  // over the data axes by weight-update sharding or FSDP).
+  if (f->train && f->train->kind == ir::TrainRequest::Minimize && local->args.size() >= f->train->states.size()) {
+    const ir::TrainRequest& tr = *f->train;
+    uint64_t params = 0, grads = 0, states = 0;
+    for (const auto& q : mod.params)
+      params += (uint64_t)ir::TensorType{q.type.dtype, ir::localShape(mod, q.type, q.sharding)}.byteSize();
+    for (size_t i = 1; i <= tr.params.size() && i < local->results.size(); ++i)
+      grads += (uint64_t)local->results[i]->type.byteSize();
+    for (size_t k = local->args.size() - tr.states.size(); k < local->args.size(); ++k)
+      states += (uint64_t)local->args[k]->type.byteSize();
+    out_ << "  training memory: params " << thousands(params) << " B, gradients " << thousands(grads)
+         << " B, optimizer states " << thousands(states) << " B (weight-update sharding "
+         << (mod.updateSharding ? "on" : "off") << ")\n";
+  }
   // Its loops: the totals above count each body once per iteration.
   std::vector<const ir::Op*> loops, named;
   collectLoops(*local, loops);
