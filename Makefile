@@ -127,6 +127,7 @@ bench: build bench-deps
 	$(BUILD)/bench/bench_moe
 	bench/moe_vs_dense.sh $(BUILD)/gsl
 	bench/first_step.sh $(BUILD)/gsl
+	bench/update_sharding.sh $(BUILD) 3
 	bench/run_mpi_bench.sh $(BUILD)/bench/bench_collectives_mpi
 
 # Across two hosts (network namespaces, root only): bench/multihost_bench.sh.
