@@ -6,13 +6,20 @@
 # must leave every byte as it was; a change that means to alter the IR text
 # rewrites the stored outputs with --update and shows the diff in review.
 #
+# GOLDEN_STAGES (default "ir sharded spmd") and GOLDEN_OUT (default
+# tests/golden/out) let a refactoring snapshot other stages, such as llvm,
+# into a scratch folder before and compare after: `GOLDEN_STAGES=llvm
+# GOLDEN_OUT=/tmp/llvm emit_golden.sh build/gsl . --update` on the old
+# build, the same without --update on the new one.
+#
 # Each program is compiled with the arguments of its first `# run:` line
 # (sharding and training corpus), its `# EMIT:` line's extra arguments
 # (filecheck), or a fixed -np for the examples (table below). Programs that
 # do not compile (run-time diagnostics tests) are stored as their exit code.
 set -uo pipefail
 gsl=$1 root=$2 update=${3:-}
-out=$root/tests/golden/out
+out=${GOLDEN_OUT:-$root/tests/golden/out}
+stages=${GOLDEN_STAGES:-ir sharded spmd}
 cd "$root" || exit 2
 mkdir -p "$out"
 declare -A example_args=(
@@ -34,7 +41,7 @@ for f in examples/*.gsl tests/programs/*.gsl tests/sharding/*.gsl tests/training
   got=$(mktemp)
   {
     echo "## $f $args"
-    for stage in ir sharded spmd; do
+    for stage in $stages; do
       echo "## emit $stage"
       # shellcheck disable=SC2086
       "$gsl" compile "$f" --emit $stage $args 2>&1
