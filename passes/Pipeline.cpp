@@ -39,15 +39,83 @@ bool wants(const PrintAfter* p, const char* pass) {
   return p && p->os && (p->passes.count("all") || p->passes.count(pass));
 }
 
-void printAfter(const PrintAfter* p, const char* pass, ir::Module& m) {
-  if (wants(p, pass)) *p->os << "// ----- IR after " << pass << " -----\n" << ir::printModule(m);
-}
+// The global stage's passes, in order. `verifyAs` names the pass in the
+// verifier's internal error; `enabled` (null: always) skips a pass the
+// module did not ask for.
+struct GlobalPass {
+  const char* name;
+  const char* verifyAs;
+  void (*run)(ir::Module&);
+  bool (*enabled)(const ir::Module&) = nullptr;
+};
 
-void printAfter(const PrintAfter* p, const char* pass, ir::Function& f) {
-  if (wants(p, pass)) *p->os << "// ----- IR after " << pass << " (@" << f.name << ") -----\n" << ir::printFunction(f);
-}
+const GlobalPass kGlobalPasses[] = {
+    // 1. Shape inference: types are exact and attributes canonical.
+    {"shape-inference", "shape inference",
+     [](ir::Module& m) {
+       std::string e = inferShapes(m);
+       GSL_ASSERT(e.empty(), "shape inference failed after the front end: " + e);
+     }},
+    // 2. Mixed precision, only with --autocast (Module::autocast): f32
+    //    contractions run in bf16 (passes/Autocast.h), before autodiff so
+    //    the backward contractions are bf16 too.
+    {"autocast", "autocast", [](ir::Module& m) { autocast(m, *m.autocast); },
+     [](const ir::Module& m) { return m.autocast.has_value(); }},
+    // 3. Training: grad(...) and opt.minimize(...) thunks get their reverse
+    //    sweep (autodiff) and optimizer update, on the global IR.
+    {"training", "training expansion", expandTraining},
+};
+
+// One function on its way to the per-rank program: `global` until the
+// partitioner made `local`.
+struct RankProgram {
+  const ir::Module& m;
+  ir::Function& global;
+  bool gather;
+  std::unique_ptr<ir::Function> local;
+  ir::Function& current() { return local ? *local : global; }
+};
+
+struct RankPass {
+  const char* name;
+  void (*run)(RankProgram&);
+};
+
+const RankPass kRankPasses[] = {
+    // 0. Weight-update sharding: a training step's update of a param
+    //    replicated over the data-parallel axes is split over them (its
+    //    gradient reduce_scattered, its new value all_gathered).
+    {"update-sharding", [](RankProgram& p) { shardWeightUpdates(p.m, p.global); }},
+    // 1. Sharding propagation from the annotations and the inputs'
+    //    shardings; with `gather`, every result is made replicated.
+    {"propagation",
+     [](RankProgram& p) {
+       propagateShardings(p.m, p.global);
+       if (!p.gather) return;
+       ir::Function& f = p.global;
+       for (size_t i = 0; i < f.results.size(); ++i) {
+         f.resultShardings.resize(f.results.size());
+         f.resultShardings[i] = ir::Sharding::replicated("", f.results[i]->type.rank());
+       }
+     }},
+    // 2. SPMD partitioning into the one per-rank program.
+    {"partition", [](RankProgram& p) { p.local = partitionFunction(p.m, p.global); }},
+    // 2b. One all_reduce for the tagged scalar sums of a group (clip_norm's
+    //     squared gradient sums), instead of one each.
+    {"combine-all-reduce", [](RankProgram& p) { combineAllReduces(*p.local); }},
+    // 3. Simplification: one copy of each computation (a reshard the
+    //    forward pass did is not repeated by the backward pass), no dead ops.
+    {"simplify", [](RankProgram& p) { simplify(*p.local); }},
+};
 
 }  // namespace
+
+std::vector<std::string> passNames() {
+  std::vector<std::string> names;
+  for (const GlobalPass& p : kGlobalPasses) names.push_back(p.name);
+  for (const RankPass& p : kRankPasses) names.push_back(p.name);
+  return names;
+}
 
 // Each pass is timed as a "pass" event (global passes) or a "rank pass"
 // event (per-rank passes) of the calling thread's trace recorder, if any
@@ -55,96 +123,43 @@ void printAfter(const PrintAfter* p, const char* pass, ir::Function& f) {
 // verifier after it counts as "verify".
 
 void runGlobalPipeline(ir::Module& m, const PrintAfter* print) {
-  // 1. The front end's output must be well-formed IR.
+  // The front end's output must be well-formed IR.
   {
     trace::Scope t("pass", "verify");
     ir::verifyOrDie(m, "the front end");
   }
-  // 2. Shape inference: types are exact and attributes canonical.
-  {
-    trace::Scope t("pass", "shape-inference");
-    std::string e = inferShapes(m);
-    GSL_ASSERT(e.empty(), "shape inference failed after the front end: " + e);
-  }
-  {
-    trace::Scope t("pass", "verify");
-    ir::verifyOrDie(m, "shape inference");
-  }
-  printAfter(print, "shape-inference", m);
-  // 2b. Mixed precision, only with --autocast (Module::autocast): f32
-  //     contractions run in bf16 (passes/Autocast.h), before autodiff so
-  //     the backward contractions are bf16 too.
-  if (m.autocast) {
+  for (const GlobalPass& pass : kGlobalPasses) {
+    if (pass.enabled && !pass.enabled(m)) continue;
     {
-      trace::Scope t("pass", "autocast");
-      autocast(m, *m.autocast);
+      trace::Scope t("pass", pass.name);
+      pass.run(m);
     }
     {
       trace::Scope t("pass", "verify");
-      ir::verifyOrDie(m, "autocast");
+      ir::verifyOrDie(m, pass.verifyAs);
     }
-    printAfter(print, "autocast", m);
+    if (wants(print, pass.name)) *print->os << "// ----- IR after " << pass.name << " -----\n" << ir::printModule(m);
   }
-  // 3. Training: grad(...) and opt.minimize(...) thunks get their reverse
-  //    sweep (autodiff) and optimizer update, on the global IR.
-  {
-    trace::Scope t("pass", "training");
-    expandTraining(m);
-  }
-  {
-    trace::Scope t("pass", "verify");
-    ir::verifyOrDie(m, "training expansion");
-  }
-  printAfter(print, "training", m);
 }
 
 std::unique_ptr<ir::Function> buildPerRankProgram(const ir::Module& m, ir::Function& f, bool gather,
                                                   const PrintAfter* print) {
-  // 0. Weight-update sharding: a training step's update of a param
-  //    replicated over the data-parallel axes is split over them (its
-  //    gradient reduce_scattered, its new value all_gathered).
-  {
-    trace::Scope t("rank pass", "update-sharding");
-    shardWeightUpdates(m, f);
-  }
-  printAfter(print, "update-sharding", f);
-  // 1. Sharding propagation from the annotations and the inputs' shardings.
-  {
-    trace::Scope t("rank pass", "propagation");
-    propagateShardings(m, f);
-  }
-  if (gather)
-    for (size_t i = 0; i < f.results.size(); ++i) {
-      f.resultShardings.resize(f.results.size());
-      f.resultShardings[i] = ir::Sharding::replicated("", f.results[i]->type.rank());
+  RankProgram p{m, f, gather, nullptr};
+  for (const RankPass& pass : kRankPasses) {
+    {
+      trace::Scope t("rank pass", pass.name);
+      pass.run(p);
     }
-  printAfter(print, "propagation", f);
-  // 2. SPMD partitioning into the one per-rank program.
-  std::unique_ptr<ir::Function> local;
-  {
-    trace::Scope t("rank pass", "partition");
-    local = partitionFunction(m, f);
+    if (wants(print, pass.name))
+      *print->os << "// ----- IR after " << pass.name << " (@" << p.current().name << ") -----\n"
+                 << ir::printFunction(p.current());
   }
-  printAfter(print, "partition", *local);
-  // 2b. One all_reduce for the tagged scalar sums of a group (clip_norm's
-  //     squared gradient sums), instead of one each.
-  {
-    trace::Scope t("rank pass", "combine-all-reduce");
-    combineAllReduces(*local);
-  }
-  printAfter(print, "combine-all-reduce", *local);
-  // 3. Simplification: one copy of each computation (a reshard the forward
-  //    pass did is not repeated by the backward pass), no dead ops.
-  {
-    trace::Scope t("rank pass", "simplify");
-    simplify(*local);
-  }
-  printAfter(print, "simplify", *local);
-  // 4. The per-rank program must be well-formed.
+  // The per-rank program must be well-formed.
   trace::Scope t("rank pass", "verify");
-  std::string e = ir::verifyFunction(m, *local);
+  GSL_ASSERT(p.local, "internal error: no pass made the per-rank program of @" + f.name);
+  std::string e = ir::verifyFunction(m, *p.local);
   GSL_ASSERT(e.empty(), "invalid per-rank program for @" + f.name + ": " + e);
-  return local;
+  return std::move(p.local);
 }
 
 }  // namespace gsl::passes

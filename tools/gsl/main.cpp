@@ -286,7 +286,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(emitNames));
   compile->add_option("--fn", fn, "only this function");
   gsl::passes::PrintAfter printAfter;
-  std::vector<std::string> passNames(std::begin(gsl::passes::kPassNames), std::end(gsl::passes::kPassNames));
+  std::vector<std::string> passNames = gsl::passes::passNames();
   passNames.push_back("all");
   compile->add_option("--print-after", printAfter.passes,
                       "also print the IR after this pass to stderr (repeatable; all: every pass that runs)")
