@@ -8,6 +8,8 @@
 //   8 ranks): microseconds per call, against R threads that each publish
 //   their buffer, wait at a std::barrier, sum all R buffers and wait again
 //   (written independently; the least a rendezvous-based call can do).
+// Each side is warmed up and the sides alternate (bench/Paired.h); the
+// figures are median rounds.
 #include <algorithm>
 #include <barrier>
 #include <chrono>
@@ -18,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/Paired.h"
 #include "runtime/ThreadComm.h"
 
 using Clock = std::chrono::steady_clock;
@@ -116,22 +119,27 @@ int main(int argc, char** argv) {
   const int R = 8;
   const size_t bytes = quick ? (64 << 10) : (4 << 20);
   const int reps = quick ? 2 : 10;
-  double ag = threadsAllGather(R, bytes, reps), mc = threadsMemcpy(R, bytes, reps);
+  const int rounds = quick ? 1 : 5;
+  auto ag = gsl::bench::timePaired([&] { return threadsAllGather(R, bytes, reps); },
+                                   [&] { return threadsMemcpy(R, bytes, reps); }, rounds);
   double gb = (double)R * (R - 1) * bytes * reps / 1e9;
-  std::printf("thread backend, %d ranks, %zu KiB per rank, %d reps\n", R, bytes >> 10, reps);
+  std::printf("thread backend, %d ranks, %zu KiB per rank, %d reps per round, median of %d alternating rounds after a warm-up\n",
+              R, bytes >> 10, reps, rounds);
   std::printf("  all_gather : %7.2f GB/s   memcpy of the same bytes: %7.2f GB/s   ratio all_gather/memcpy = %.2f\n",
-              gb / ag, gb / mc, mc / ag);
+              gb / ag.gsl, gb / ag.reference, ag.reference / ag.gsl);
   size_t floats = bytes / 4;
-  double ar = threadsAllReduce(R, floats, reps), sl = threadsReduceScatterAllGather(R, floats, reps);
+  auto ar = gsl::bench::timePaired([&] { return threadsAllReduce(R, floats, reps); },
+                                   [&] { return threadsReduceScatterAllGather(R, floats, reps); }, rounds);
   double gbr = (double)R * R * bytes * reps / 1e9;
   std::printf("  all_reduce : %7.2f GB/s   reduce-scatter + all-gather reference: %7.2f GB/s   ratio all_reduce/reference = %.2f\n",
-              gbr / ar, gbr / sl, sl / ar);
+              gbr / ar.gsl, gbr / ar.reference, ar.reference / ar.gsl);
   const int smallReps = quick ? 200 : 5000;
   for (int r : {2, 8})
     for (size_t b : {size_t(4), size_t(128), size_t(8192)}) {
-      double a = threadsAllReduce(r, b / 4, smallReps) / smallReps, ref = threadsSmallReference(r, b / 4, smallReps);
+      auto t = gsl::bench::timePaired([&] { return threadsAllReduce(r, b / 4, smallReps) / smallReps; },
+                                      [&] { return threadsSmallReference(r, b / 4, smallReps); }, rounds);
       std::printf("  small all_reduce, %d ranks, %5zu B: %8.2f us per call   two-barrier reference: %8.2f us   ratio = %.2f\n",
-                  r, b, a * 1e6, ref * 1e6, a / ref);
+                  r, b, t.gsl * 1e6, t.reference * 1e6, t.gsl / t.reference);
     }
   return 0;
 }
