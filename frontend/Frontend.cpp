@@ -8,6 +8,7 @@
 
 #include "frontend/Parser.h"
 #include "frontend/Sema.h"
+#include "support/Text.h"
 
 #ifndef GSL_STDLIB_DIR
 #define GSL_STDLIB_DIR "stdlib"
@@ -70,30 +71,17 @@ static bool readText(const std::string& path, std::string& out, std::string& why
 // bad byte instead (strict UTF-8: no overlong forms, surrogates or code
 // points above U+10FFFF). Columns count characters, as ANTLR's do.
 static bool checkUtf8(const std::string& text, int file, Diagnostics& diags) {
+  size_t bad = invalidUtf8At(text);
+  if (bad == std::string_view::npos) return true;
   int line = 1, col = 1;
-  for (size_t i = 0; i < text.size();) {
-    unsigned char c = text[i];
-    size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    bool ok = n > 0 && i + n <= text.size();
-    uint32_t cp = n == 1 ? c : n == 2 ? c & 0x1F : n == 3 ? c & 0x0F : c & 0x07;
-    for (size_t k = 1; ok && k < n; ++k) {
-      unsigned char b = text[i + k];
-      ok = (b & 0xC0) == 0x80;
-      cp = (cp << 6) | (b & 0x3F);
-    }
-    if (ok && n > 1)
-      ok = cp >= (n == 2 ? 0x80u : n == 3 ? 0x800u : 0x10000u) && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    if (!ok) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "0x%02X", (unsigned)c);
-      diags.error({file, line, col}, std::string("the file is not valid UTF-8 (byte ") + hex + ")");
-      return false;
-    }
-    if (c == '\n') line++, col = 1;
-    else col++;
-    i += n;
+  for (size_t i = 0; i < bad; ++i) {
+    if (text[i] == '\n') line++, col = 1;
+    else if (((unsigned char)text[i] & 0xC0) != 0x80) col++;  // one per character
   }
-  return true;
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02X", (unsigned)(unsigned char)text[bad]);
+  diags.error({file, line, col}, std::string("the file is not valid UTF-8 (byte ") + hex + ")");
+  return false;
 }
 
 namespace {

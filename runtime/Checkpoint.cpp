@@ -41,39 +41,6 @@ std::string errnoText(int err) { return std::strerror(err); }
 
 std::string inQuotes(std::string_view s) { return "'" + excerpt(s) + "'"; }
 
-// Index of the first byte that is not part of well-formed UTF-8 (RFC 3629:
-// no overlong forms, no surrogates, nothing above U+10FFFF), or npos.
-size_t invalidUtf8At(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = (unsigned char)s[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xbf;
-    if (c >= 0xc2 && c <= 0xdf) len = 2;
-    else if (c == 0xe0) len = 3, lo = 0xa0;
-    else if (c >= 0xe1 && c <= 0xec) len = 3;
-    else if (c == 0xed) len = 3, hi = 0x9f;
-    else if (c >= 0xee && c <= 0xef) len = 3;
-    else if (c == 0xf0) len = 4, lo = 0x90;
-    else if (c >= 0xf1 && c <= 0xf3) len = 4;
-    else if (c == 0xf4) len = 4, hi = 0x8f;
-    else return i;
-    if (i + len > s.size()) return i;
-    unsigned char c1 = (unsigned char)s[i + 1];
-    if (c1 < lo || c1 > hi) return i;
-    for (size_t k = 2; k < len; ++k) {
-      unsigned char ck = (unsigned char)s[i + k];
-      if (ck < 0x80 || ck > 0xbf) return i;
-    }
-    i += len;
-  }
-  return std::string_view::npos;
-}
-
 // ------------------------------------------------------------------ JSON
 
 // The header is parsed by nlohmann-json (its SAX interface) into an

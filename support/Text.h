@@ -1,4 +1,4 @@
-// Small text helpers shared by the file readers.
+// Small text helpers shared by the file readers and the front end.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -9,5 +9,9 @@ namespace gsl {
 // Shows untrusted text safely in a message: printable ASCII kept, other
 // bytes as \xNN, at most `max` bytes ("..." when cut).
 std::string excerpt(std::string_view s, size_t max = 60);
+
+// Index of the first byte that is not part of well-formed UTF-8 (RFC 3629:
+// no overlong forms, no surrogates, nothing above U+10FFFF), or npos.
+size_t invalidUtf8At(std::string_view s);
 
 }  // namespace gsl
