@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/OpTable.h"
 #include "ir/Type.h"
 
 namespace gsl::backend {
@@ -23,7 +24,8 @@ struct CommError : std::runtime_error {
 
 enum class ReduceOp { Sum, Max, Min };
 
-// Bytes this rank sent, per collective kind ("all_reduce", ...), and counts.
+// Bytes this rank sent, per collective kind (the op's mnemonic,
+// "all_reduce", ...), and counts.
 struct CommStats {
   std::map<std::string, uint64_t> bytesSent;
   std::map<std::string, uint64_t> calls;
@@ -34,6 +36,25 @@ struct CommStats {
   }
 };
 
+// One collective call, as every communicator receives it. A collective
+// kind is registered once: its op-table row (ir/OpTable.cpp: mnemonic, the
+// stats key; byte-volume rule, what `stats` counts), its typed entry point
+// below, and its transport in each communicator's `run`.
+struct CollectiveCall {
+  ir::OpKind kind;
+  const std::vector<int>* group;  // world ranks in member order
+  const void* send;               // all_reduce: in place, send == recv
+  void* recv;
+  size_t bytes = 0;  // all_gather, all_to_all: one block; collective_permute: the buffer
+  size_t count = 0;  // all_reduce: elements; reduce_scatter: elements of the received block
+  ir::DType dtype = ir::DType::F32;
+  ReduceOp op = ReduceOp::Sum;
+  const std::vector<int64_t>* perm = nullptr;  // collective_permute
+
+  // Bytes of this rank's local input, which the op table's volume rule reads.
+  uint64_t inputBytes() const;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -41,26 +62,44 @@ class Communicator {
   virtual int size() const = 0;  // world size
 
   // recv = the members' `bytes`-sized send buffers, concatenated in member order.
-  virtual void allGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) = 0;
-  // In place: data[i] = reduction over members of data[i]; 4-byte elements
-  // of dtype `dt` (f32 or i32).
-  virtual void allReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt, ReduceOp op) = 0;
+  void allGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
+    collective({ir::OpKind::AllGather, &group, send, recv, bytes});
+  }
+  // In place: data[i] = reduction over members of data[i]; elements of
+  // dtype `dt` (f32, i32 or bf16).
+  void allReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt, ReduceOp op) {
+    collective({ir::OpKind::AllReduce, &group, data, data, 0, count, dt, op});
+  }
   // send holds group.size() blocks of `count` elements; recv (count
   // elements) = sum over members of their block number `my member index`.
-  virtual void reduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt,
-                             void* recv) = 0;
+  void reduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt, void* recv) {
+    collective({ir::OpKind::ReduceScatter, &group, send, recv, 0, count, dt});
+  }
   // send holds group.size() blocks of `bytes`; block j goes to member j;
   // recv block i is what member i sent to this rank.
-  virtual void allToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) = 0;
+  void allToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
+    collective({ir::OpKind::AllToAll, &group, send, recv, bytes});
+  }
   // Member i receives (into recv, `bytes`) the send buffer of member perm[i].
-  virtual void permute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
-                       size_t bytes, void* recv) = 0;
+  void permute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send, size_t bytes,
+               void* recv) {
+    collective({ir::OpKind::CollectivePermute, &group, send, recv, bytes, 0, ir::DType::F32, ReduceOp::Sum, &perm});
+  }
+  // Every collective: `run` moves the data, then the call is counted in
+  // `stats` with the op table's byte volume (nothing for a group of one, or
+  // a permute that keeps this rank's own block).
+  void collective(const CollectiveCall& c);
+
   virtual void barrier() = 0;
   // Marks this rank as failed with a reason: every rank blocked in, or later
   // entering, a collective throws CommError naming this rank.
   virtual void abort(const std::string& why) = 0;
 
   CommStats stats;
+
+ protected:
+  // The transport of one call (a switch over the collective kinds).
+  virtual void run(const CollectiveCall& c) = 0;
 };
 
 }  // namespace gsl::backend

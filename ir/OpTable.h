@@ -17,8 +17,9 @@
 //                            blocks
 //   literal                  the dtype a number literal operand takes (Sema)
 //   volume                   collectives: bytes one rank sends, used by the cost
-//                            model (passes/CostModel), both communicators
-//                            (runtime/ThreadComm.h's CommVolume) and the REPL
+//                            model (passes/CostModel), the communicators'
+//                            stats (backend::Communicator::collective) and
+//                            the REPL
 //   traits                   declarations that a column is empty by design
 // The front end type-checks builtin calls with the type rules, the IR parser
 // and verifier re-check with them, and the engines dispatch on OpKind.

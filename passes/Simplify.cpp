@@ -90,15 +90,20 @@ ir::Value* fold(ir::Op& op) {
       if (pick->type != op.result->type || pick->sharding != op.result->sharding) return nullptr;
       return pick;
     }
-    case K::ShardSlice: case K::AllGather: case K::ReduceScatter: case K::AllToAll: {
-      // Over axes of size 1 (a mesh axis a model leaves at 1, as the
-      // examples' `fsdp`): the block is the whole, the op a copy.
+    default: {
+      // A collective over axes of size 1 (a mesh axis a model leaves at 1,
+      // as the examples' `fsdp`): the block is the whole, the op a copy.
+      // Every communicating row with a group size `n` (the op table's
+      // volume column), and shard_slice. collective_permute over one member
+      // is kept for now: the partitioner's reshards over permuted size-1
+      // axes emit it, and dropping it changes golden IR (a change of its
+      // own, not part of the issue-30 rewrite, which keeps every byte).
+      if ((!op.info().volume && op.kind != K::ShardSlice) || op.kind == K::CollectivePermute) return nullptr;
       const ir::Attr* n = op.attrs.get("n");
       const int64_t* ni = n ? std::get_if<int64_t>(n) : nullptr;
       if (!ni || *ni != 1 || op.operands[0]->type != op.result->type) return nullptr;
       return op.operands[0];
     }
-    default: return nullptr;
   }
 }
 

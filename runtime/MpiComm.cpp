@@ -14,7 +14,7 @@
 
 #include <unistd.h>
 
-#include "runtime/ThreadComm.h"  // CommVolume
+#include "support/Diagnostics.h"
 #include "support/BF16.h"
 #include "support/Trace.h"
 
@@ -116,31 +116,27 @@ std::string groupStr(const std::vector<int>& g) {
   return s + "]";
 }
 
-// A call's signature, exchanged before the collective: all members must agree.
-enum Kind : int64_t { kAllGather = 1, kAllReduce, kReduceScatter, kAllToAll, kPermute };
+// A call's signature, exchanged before the collective: all members must
+// agree. `kind` is the ir::OpKind's value.
 struct Signature {
   int64_t kind = 0, bytes = 0, dtype = -1, extra = -1;  // extra: reduce op, or a perm hash
 };
 
 const char* kindName(int64_t k) {
-  switch (k) {
-    case kAllGather: return "all_gather";
-    case kAllReduce: return "all_reduce";
-    case kReduceScatter: return "reduce_scatter";
-    case kAllToAll: return "all_to_all";
-    case kPermute: return "collective_permute";
-  }
+  for (ir::OpKind c : {ir::OpKind::AllGather, ir::OpKind::AllReduce, ir::OpKind::ReduceScatter, ir::OpKind::AllToAll,
+                       ir::OpKind::CollectivePermute})
+    if (k == (int64_t)c) return ir::opName(c);
   return "an unknown collective";
 }
 
 std::string describe(const Signature& s, bool detail) {
   std::string r = std::string(kindName(s.kind)) + " of " + std::to_string(s.bytes) + " bytes";
   if (!detail) return r;
-  if (s.kind == kAllReduce)
+  if (s.kind == (int64_t)ir::OpKind::AllReduce)
     r += std::string(" (") + ir::dtypeName((ir::DType)s.dtype) + " " + reduceName((int)s.extra) + ")";
-  else if (s.kind == kReduceScatter)
+  else if (s.kind == (int64_t)ir::OpKind::ReduceScatter)
     r += std::string(" (") + ir::dtypeName((ir::DType)s.dtype) + ")";
-  else if (s.kind == kPermute)
+  else if (s.kind == (int64_t)ir::OpKind::CollectivePermute)
     r += " (perm hash " + std::to_string(s.extra) + ")";
   return r;
 }
@@ -274,10 +270,25 @@ MpiComm::MpiComm() : impl_(std::make_unique<Impl>()) {
 
 MpiComm::~MpiComm() = default;
 
-void MpiComm::allGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
+// One switch over the collective kinds; Communicator::collective counts the
+// call in `stats` after it.
+void MpiComm::run(const backend::CollectiveCall& c) {
+  const std::vector<int>& g = *c.group;
+  switch (c.kind) {
+    case ir::OpKind::AllGather: return runAllGather(g, c.send, c.bytes, c.recv);
+    case ir::OpKind::AllReduce: return runAllReduce(g, c.recv, c.count, c.dtype, c.op);
+    case ir::OpKind::ReduceScatter: return runReduceScatter(g, c.send, c.count, c.dtype, c.recv);
+    case ir::OpKind::AllToAll: return runAllToAll(g, c.send, c.bytes, c.recv);
+    case ir::OpKind::CollectivePermute: return runPermute(g, *c.perm, c.send, c.bytes, c.recv);
+    default: break;
+  }
+  GSL_ASSERT(false, std::string("internal error: no transport for ") + ir::opName(c.kind));
+}
+
+void MpiComm::runAllGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
   int me;
   MPI_Comm c = impl_->comm(group, &me);
-  if (checkCalls_) impl_->checkCall(c, group, {kAllGather, (int64_t)bytes});
+  if (checkCalls_) impl_->checkCall(c, group, {(int64_t)ir::OpKind::AllGather, (int64_t)bytes});
   if (bytes) {
     int count;
     MPI_Datatype t;
@@ -289,14 +300,13 @@ void MpiComm::allGather(const std::vector<int>& group, const void* send, size_t 
     }
     check(MPI_Allgather(send, count, t, recv, count, t, c), "MPI_Allgather");
   }
-  stats.add("all_gather", CommVolume::allGather(group.size(), bytes));
 }
 
-void MpiComm::allReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt, ReduceOp op) {
+void MpiComm::runAllReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt, ReduceOp op) {
   int me;
   MPI_Comm c = impl_->comm(group, &me);
   if (dt == ir::DType::BF16) {  // reduceBF16: all-to-all of chunks, f32 sums, all-gather
-    if (checkCalls_) impl_->checkCall(c, group, {kAllReduce, (int64_t)(count * 2), (int64_t)dt, (int64_t)op});
+    if (checkCalls_) impl_->checkCall(c, group, {(int64_t)ir::OpKind::AllReduce, (int64_t)(count * 2), (int64_t)dt, (int64_t)op});
     const size_t n = group.size(), chunk = (count + n - 1) / n;
     if (chunk * 2 > (size_t)INT_MAX) throw CommError("all_reduce of " + std::to_string(count) + " bf16 elements is too large");
     if (n > 1 && count) {
@@ -311,27 +321,25 @@ void MpiComm::allReduce(const std::vector<int>& group, void* data, size_t count,
             "MPI_Allgather");
       std::memcpy(data, send.data(), count * 2);
     }
-    stats.add("all_reduce", CommVolume::allReduce(group.size(), count * 2));
     return;
   }
   MPI_Datatype t = mpiType(dt);
-  if (checkCalls_) impl_->checkCall(c, group, {kAllReduce, (int64_t)(count * 4), (int64_t)dt, (int64_t)op});
+  if (checkCalls_) impl_->checkCall(c, group, {(int64_t)ir::OpKind::AllReduce, (int64_t)(count * 4), (int64_t)dt, (int64_t)op});
   for (size_t done = 0; done < count;) {  // int counts: large buffers go in chunks
     size_t chunk = std::min(count - done, (size_t)INT_MAX);
     check(MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + done * 4, (int)chunk, t, mpiOp(op), c),
           "MPI_Allreduce");
     done += chunk;
   }
-  stats.add("all_reduce", CommVolume::allReduce(group.size(), count * 4));
 }
 
-void MpiComm::reduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt,
+void MpiComm::runReduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt,
                             void* recv) {
   int me;
   MPI_Comm c = impl_->comm(group, &me);
   if (dt == ir::DType::BF16) {  // every member's block `me` (all-to-all), summed in f32 (reduceBF16)
     const size_t n = group.size();
-    if (checkCalls_) impl_->checkCall(c, group, {kReduceScatter, (int64_t)(count * 2 * n), (int64_t)dt});
+    if (checkCalls_) impl_->checkCall(c, group, {(int64_t)ir::OpKind::ReduceScatter, (int64_t)(count * 2 * n), (int64_t)dt});
     if (count * 2 > (size_t)INT_MAX) throw CommError("reduce_scatter of " + std::to_string(count) + " bf16 elements is too large");
     if (count) {
       std::vector<uint16_t> blocks(n * count);
@@ -340,11 +348,10 @@ void MpiComm::reduceScatter(const std::vector<int>& group, const void* send, siz
       for (size_t m = 0; m < n; ++m) src.push_back(blocks.data() + m * count);
       reduceBF16(src, count, ReduceOp::Sum, static_cast<uint16_t*>(recv));
     }
-    stats.add("reduce_scatter", CommVolume::reduceScatter(n, count * 2));
     return;
   }
   MPI_Datatype t = mpiType(dt);
-  if (checkCalls_) impl_->checkCall(c, group, {kReduceScatter, (int64_t)(count * 4 * group.size()), (int64_t)dt});
+  if (checkCalls_) impl_->checkCall(c, group, {(int64_t)ir::OpKind::ReduceScatter, (int64_t)(count * 4 * group.size()), (int64_t)dt});
   if (count > (size_t)INT_MAX) throw CommError("reduce_scatter of " + std::to_string(count) + " elements is too large");
   std::vector<char> copy;
   if (overlaps(send, recv, count * 4 * group.size())) {
@@ -352,13 +359,12 @@ void MpiComm::reduceScatter(const std::vector<int>& group, const void* send, siz
     send = copy.data();
   }
   if (count) check(MPI_Reduce_scatter_block(send, recv, (int)count, t, MPI_SUM, c), "MPI_Reduce_scatter_block");
-  stats.add("reduce_scatter", CommVolume::reduceScatter(group.size(), count * 4));
 }
 
-void MpiComm::allToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
+void MpiComm::runAllToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
   int me;
   MPI_Comm c = impl_->comm(group, &me);
-  if (checkCalls_) impl_->checkCall(c, group, {kAllToAll, (int64_t)(bytes * group.size())});
+  if (checkCalls_) impl_->checkCall(c, group, {(int64_t)ir::OpKind::AllToAll, (int64_t)(bytes * group.size())});
   if (bytes) {
     int count;
     MPI_Datatype t;
@@ -370,10 +376,9 @@ void MpiComm::allToAll(const std::vector<int>& group, const void* send, size_t b
     }
     check(MPI_Alltoall(send, count, t, recv, count, t, c), "MPI_Alltoall");
   }
-  stats.add("all_to_all", CommVolume::allToAll(group.size(), bytes));
 }
 
-void MpiComm::permute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
+void MpiComm::runPermute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
                       size_t bytes, void* recv) {
   int me;
   MPI_Comm c = impl_->comm(group, &me);
@@ -389,7 +394,7 @@ void MpiComm::permute(const std::vector<int>& group, const std::vector<int64_t>&
   p += "]";
   if (!ok) throw CommError("collective_permute: perm " + p + " is not a permutation of " + std::to_string(n) + " members");
   if (checkCalls_)
-    impl_->checkCall(c, group, {kPermute, (int64_t)bytes, -1, (int64_t)(std::hash<std::string>{}(p) & 0x7fffffff)});
+    impl_->checkCall(c, group, {(int64_t)ir::OpKind::CollectivePermute, (int64_t)bytes, -1, (int64_t)(std::hash<std::string>{}(p) & 0x7fffffff)});
   const int from = (int)perm[me], to = inverse[me];
   if (bytes && from == me) {
     if (recv != send) std::memmove(recv, send, bytes);
@@ -405,7 +410,6 @@ void MpiComm::permute(const std::vector<int>& group, const std::vector<int64_t>&
       check(MPI_Sendrecv(send, count, t, to, kTag, recv, count, t, from, kTag, c, MPI_STATUS_IGNORE), "MPI_Sendrecv");
     }
   }
-  stats.add("collective_permute", CommVolume::permute(from == me, bytes));
 }
 
 void MpiComm::barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }

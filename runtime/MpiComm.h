@@ -56,14 +56,6 @@ class MpiComm : public backend::Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  void allGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) override;
-  void allReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt,
-                 backend::ReduceOp op) override;
-  void reduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt,
-                     void* recv) override;
-  void allToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) override;
-  void permute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
-               size_t bytes, void* recv) override;
   void barrier() override;
   [[noreturn]] void abort(const std::string& why) override;
 
@@ -76,7 +68,20 @@ class MpiComm : public backend::Communicator {
   // call it at the same point of the program.
   bool anyRank(bool mine);
 
+ protected:
+  void run(const backend::CollectiveCall& c) override;
+
  private:
+  // The transports, one per collective kind (backend/Communicator.h says
+  // what each computes).
+  void runAllGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv);
+  void runAllReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt,
+                 backend::ReduceOp op);
+  void runReduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt,
+                     void* recv);
+  void runAllToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv);
+  void runPermute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
+               size_t bytes, void* recv);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, size_ = 1;

@@ -35,37 +35,19 @@ class MismatchComm : public backend::Communicator {
   explicit MismatchComm(backend::Communicator& inner) : inner_(inner) {}
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
-  void allGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) override {
-    inner_.allGather(group, send, bytes, recv);
-    stats = inner_.stats;
-  }
-  void allReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt,
-                 backend::ReduceOp op) override {
-    if (!fired_) {
-      fired_ = true;
-      std::vector<char> scratch(count * 4 * group.size());
-      inner_.allGather(group, data, count * 4, scratch.data());
-    } else {
-      inner_.allReduce(group, data, count, dt, op);
-    }
-    stats = inner_.stats;
-  }
-  void reduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt,
-                     void* recv) override {
-    inner_.reduceScatter(group, send, count, dt, recv);
-    stats = inner_.stats;
-  }
-  void allToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) override {
-    inner_.allToAll(group, send, bytes, recv);
-    stats = inner_.stats;
-  }
-  void permute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send, size_t bytes,
-               void* recv) override {
-    inner_.permute(group, perm, send, bytes, recv);
-    stats = inner_.stats;
-  }
   void barrier() override { inner_.barrier(); }
   void abort(const std::string& why) override { inner_.abort(why); }
+
+ protected:
+  void run(const backend::CollectiveCall& c) override {
+    if (c.kind == ir::OpKind::AllReduce && !fired_) {
+      fired_ = true;
+      std::vector<char> scratch(c.count * 4 * c.group->size());
+      inner_.allGather(*c.group, c.send, c.count * 4, scratch.data());
+      return;
+    }
+    inner_.collective(c);
+  }
 
  private:
   backend::Communicator& inner_;

@@ -397,10 +397,25 @@ using Mode = ThreadWorld::Mode;
 Mode modeFor(uint64_t bytes) { return bytes <= ThreadWorld::kStagedBytes ? Mode::Staged : Mode::Direct; }
 }  // namespace
 
-void ThreadComm::allGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
+// One switch over the collective kinds; Communicator::collective counts the
+// call in `stats` after it.
+void ThreadComm::run(const backend::CollectiveCall& c) {
+  const std::vector<int>& g = *c.group;
+  switch (c.kind) {
+    case ir::OpKind::AllGather: return runAllGather(g, c.send, c.bytes, c.recv);
+    case ir::OpKind::AllReduce: return runAllReduce(g, c.recv, c.count, c.dtype, c.op);
+    case ir::OpKind::ReduceScatter: return runReduceScatter(g, c.send, c.count, c.dtype, c.recv);
+    case ir::OpKind::AllToAll: return runAllToAll(g, c.send, c.bytes, c.recv);
+    case ir::OpKind::CollectivePermute: return runPermute(g, *c.perm, c.send, c.bytes, c.recv);
+    default: break;
+  }
+  GSL_ASSERT(false, std::string("internal error: no transport for ") + ir::opName(c.kind));
+}
+
+void ThreadComm::runAllGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
   memberIndex(group);
   const size_t n = group.size();
-  if (solo(group, "all_gather")) {  // a group of one: no rendezvous
+  if (solo(group)) {  // a group of one: no rendezvous
     if (bytes && send != recv) std::memmove(recv, send, bytes);
     return;
   }
@@ -416,17 +431,16 @@ void ThreadComm::allGather(const std::vector<int>& group, const void* send, size
       if (bytes) std::memcpy(out + m * bytes, posts[m]->send, bytes);
   });
   if (inPlace && bytes) std::memcpy(recv, aside.data(), n * bytes);
-  stats.add("all_gather", CommVolume::allGather(n, bytes));
 }
 
-void ThreadComm::allReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt, ReduceOp op) {
+void ThreadComm::runAllReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt, ReduceOp op) {
   const int me = memberIndex(group);
   if (dt != ir::DType::F32 && dt != ir::DType::I32 && dt != ir::DType::BF16)
     throw CommError(std::string("all_reduce of unsupported dtype ") + ir::dtypeName(dt));
   const size_t n = group.size();
   const size_t eb = (size_t)ir::dtypeBytes(dt);
   const uint64_t bytes = count * eb;
-  if (solo(group, "all_reduce")) {  // a group of one: nothing to reduce, no rendezvous
+  if (solo(group)) {  // a group of one: nothing to reduce, no rendezvous
     return;
   }
   ThreadWorld::Call call{"all_reduce", bytes, std::string(ir::dtypeName(dt)) + " " + reduceName(op), data};
@@ -465,17 +479,16 @@ void ThreadComm::allReduce(const std::vector<int>& group, void* data, size_t cou
       for (const auto* p : posts) std::memcpy(static_cast<char*>(p->recv) + lo * eb, reduced.data(), len * eb);
     });
   }
-  stats.add("all_reduce", CommVolume::allReduce(n, bytes));
 }
 
-void ThreadComm::reduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt,
+void ThreadComm::runReduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt,
                                void* recv) {
   const int me = memberIndex(group);
   if (dt != ir::DType::F32 && dt != ir::DType::I32 && dt != ir::DType::BF16)
     throw CommError(std::string("reduce_scatter of unsupported dtype ") + ir::dtypeName(dt));
   const size_t n = group.size();
   const uint64_t block = count * ir::dtypeBytes(dt);
-  if (solo(group, "reduce_scatter")) {  // a group of one: the block is the input
+  if (solo(group)) {  // a group of one: the block is the input
     if (block && send != recv) std::memmove(recv, send, block);
     return;
   }
@@ -489,13 +502,12 @@ void ThreadComm::reduceScatter(const std::vector<int>& group, const void* send, 
     if (count) reduceWords(inPlace ? aside.data() : recv, src, count, dt, ReduceOp::Sum);
   });
   if (inPlace && count) std::memcpy(recv, aside.data(), block);
-  stats.add("reduce_scatter", CommVolume::reduceScatter(n, block));
 }
 
-void ThreadComm::allToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
+void ThreadComm::runAllToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
   const int me = memberIndex(group);
   const size_t n = group.size();
-  if (solo(group, "all_to_all")) {  // a group of one: its own block
+  if (solo(group)) {  // a group of one: its own block
     if (bytes && send != recv) std::memmove(recv, send, bytes);
     return;
   }
@@ -509,10 +521,9 @@ void ThreadComm::allToAll(const std::vector<int>& group, const void* send, size_
       if (bytes) std::memcpy(out + m * bytes, static_cast<const char*>(posts[m]->send) + me * bytes, bytes);
   });
   if (inPlace && bytes) std::memcpy(recv, aside.data(), n * bytes);
-  stats.add("all_to_all", CommVolume::allToAll(n, bytes));
 }
 
-void ThreadComm::permute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
+void ThreadComm::runPermute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
                          size_t bytes, void* recv) {
   const int me = memberIndex(group);
   const size_t n = group.size();
@@ -526,7 +537,7 @@ void ThreadComm::permute(const std::vector<int>& group, const std::vector<int64_
   for (size_t i = 0; i < perm.size(); ++i) p += (i ? ", " : "") + std::to_string(perm[i]);
   p += "]";
   if (!ok) throw CommError("collective_permute: " + p + " is not a permutation of " + std::to_string(n) + " members");
-  if (solo(group, "collective_permute")) {  // a group of one keeps its own block
+  if (solo(group)) {  // a group of one keeps its own block
     if (bytes && send != recv) std::memmove(recv, send, bytes);
     return;
   }
@@ -541,7 +552,6 @@ void ThreadComm::permute(const std::vector<int>& group, const std::vector<int64_
     if (bytes) std::memcpy(inPlace ? aside.data() : recv, posts[from]->send, bytes);
   });
   if (inPlace && bytes) std::memcpy(recv, aside.data(), bytes);
-  stats.add("collective_permute", CommVolume::permute(from == me, bytes));
 }
 
 void ThreadComm::barrier() {
@@ -553,10 +563,9 @@ void ThreadComm::barrier() {
 
 void ThreadComm::abort(const std::string& why) { world_.abort(rank_, why); }
 
-bool ThreadComm::solo(const std::vector<int>& group, const char* kind) {
+bool ThreadComm::solo(const std::vector<int>& group) {
   if (group.size() != 1) return false;
   world_.throwIfFailed();  // a failed world fails every later call
-  stats.add(kind, 0);      // counted as a call that sends nothing
   return true;
 }
 

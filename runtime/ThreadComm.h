@@ -47,29 +47,6 @@
 
 namespace gsl::runtime {
 
-// Bytes one rank sends in a collective of a group of n members, as counted
-// into Communicator::stats by every communicator: the op table's byte-volume
-// column (ir/OpTable.h), the same formula the cost model uses, from the
-// bytes of the local input (independent of how an implementation really
-// moves the data).
-struct CommVolume {
-  static uint64_t of(ir::OpKind k, size_t n, uint64_t inputBytes) {
-    return ir::opInfo(k).volume(n, inputBytes);
-  }
-  static uint64_t allGather(size_t n, uint64_t bytes) { return of(ir::OpKind::AllGather, n, bytes); }
-  static uint64_t allReduce(size_t n, uint64_t bytes) { return of(ir::OpKind::AllReduce, n, bytes); }
-  // `blockBytes` is one of the input's n blocks.
-  static uint64_t reduceScatter(size_t n, uint64_t blockBytes) {
-    return of(ir::OpKind::ReduceScatter, n, blockBytes * n);
-  }
-  static uint64_t allToAll(size_t n, uint64_t blockBytes) { return of(ir::OpKind::AllToAll, n, blockBytes * n); }
-  // Nothing when this member receives its own block (a static count cannot
-  // know which member that is, so the cost model counts the buffer).
-  static uint64_t permute(bool toSelf, uint64_t bytes) {
-    return toSelf ? 0 : of(ir::OpKind::CollectivePermute, /*n (the rule ignores it)=*/1, bytes);
-  }
-};
-
 class ThreadWorld {
  public:
   explicit ThreadWorld(int size);
@@ -144,26 +121,31 @@ class ThreadComm : public backend::Communicator {
   int rank() const override { return rank_; }
   int size() const override { return world_.size(); }
 
-  void allGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) override;
-  void allReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt,
-                 backend::ReduceOp op) override;
-  void reduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt,
-                     void* recv) override;
-  void allToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) override;
-  void permute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
-               size_t bytes, void* recv) override;
   void barrier() override;
   void abort(const std::string& why) override;
 
   ThreadWorld& world() { return world_; }
 
+ protected:
+  void run(const backend::CollectiveCall& c) override;
+
  private:
+  // The transports, one per collective kind (backend/Communicator.h says
+  // what each computes).
+  void runAllGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv);
+  void runAllReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt,
+                 backend::ReduceOp op);
+  void runReduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt,
+                     void* recv);
+  void runAllToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv);
+  void runPermute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
+               size_t bytes, void* recv);
   // This rank's index in `group`, after checking the group is well formed.
   int memberIndex(const std::vector<int>& group) const;
   uint64_t nextSeq(const std::vector<int>& group) { return seq_[group]++; }
-  // A collective over a group of one member needs no rendezvous: true (after
-  // counting the call) when `group` is just this rank.
-  bool solo(const std::vector<int>& group, const char* kind);
+  // A collective over a group of one member needs no rendezvous: true when
+  // `group` is just this rank.
+  bool solo(const std::vector<int>& group);
 
   ThreadWorld& world_;
   const int rank_;
