@@ -20,6 +20,37 @@ uint64_t CollectiveCall::inputBytes() const {
   return 0;
 }
 
+void Communicator::run(const CollectiveCall& c) {
+  const std::vector<int>& g = *c.group;
+  switch (c.kind) {
+    case ir::OpKind::AllGather: return runAllGather(g, c.send, c.bytes, c.recv);
+    case ir::OpKind::AllReduce: return runAllReduce(g, c.recv, c.count, c.dtype, c.op);
+    case ir::OpKind::ReduceScatter: return runReduceScatter(g, c.send, c.count, c.dtype, c.recv);
+    case ir::OpKind::AllToAll: return runAllToAll(g, c.send, c.bytes, c.recv);
+    case ir::OpKind::CollectivePermute: return runPermute(g, *c.perm, c.send, c.bytes, c.recv);
+    default: break;
+  }
+  GSL_ASSERT(false, std::string("internal error: no transport for ") + ir::opName(c.kind));
+}
+
+namespace {
+[[noreturn]] void noTransport(ir::OpKind k) {
+  internalError(__FILE__, __LINE__, std::string("internal error: this communicator has no transport for ") + ir::opName(k));
+}
+}  // namespace
+
+void Communicator::runAllGather(const std::vector<int>&, const void*, size_t, void*) { noTransport(ir::OpKind::AllGather); }
+void Communicator::runAllReduce(const std::vector<int>&, void*, size_t, ir::DType, ReduceOp) {
+  noTransport(ir::OpKind::AllReduce);
+}
+void Communicator::runReduceScatter(const std::vector<int>&, const void*, size_t, ir::DType, void*) {
+  noTransport(ir::OpKind::ReduceScatter);
+}
+void Communicator::runAllToAll(const std::vector<int>&, const void*, size_t, void*) { noTransport(ir::OpKind::AllToAll); }
+void Communicator::runPermute(const std::vector<int>&, const std::vector<int64_t>&, const void*, size_t, void*) {
+  noTransport(ir::OpKind::CollectivePermute);
+}
+
 void Communicator::collective(const CollectiveCall& c) {
   run(c);
   uint64_t sent = ir::opInfo(c.kind).volume(c.group->size(), c.inputBytes());

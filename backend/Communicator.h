@@ -39,7 +39,7 @@ struct CommStats {
 // One collective call, as every communicator receives it. A collective
 // kind is registered once: its op-table row (ir/OpTable.cpp: mnemonic, the
 // stats key; byte-volume rule, what `stats` counts), its typed entry point
-// below, and its transport in each communicator's `run`.
+// below, its case in `run` and its transport in each communicator.
 struct CollectiveCall {
   ir::OpKind kind;
   const std::vector<int>* group;  // world ranks in member order
@@ -98,8 +98,19 @@ class Communicator {
   CommStats stats;
 
  protected:
-  // The transport of one call (a switch over the collective kinds).
-  virtual void run(const CollectiveCall& c) = 0;
+  // The transport of one call: a switch calling the kind's transport below
+  // (a wrapper such as the fault-injecting test communicator overrides it).
+  virtual void run(const CollectiveCall& c);
+  // The transports, one per kind, as the typed entry points above say what
+  // each computes; a communicator implements every one (a wrapper that
+  // overrides `run` need not: the defaults are internal errors).
+  virtual void runAllGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv);
+  virtual void runAllReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt, ReduceOp op);
+  virtual void runReduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt,
+                                void* recv);
+  virtual void runAllToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv);
+  virtual void runPermute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
+                          size_t bytes, void* recv);
 };
 
 }  // namespace gsl::backend

@@ -270,21 +270,6 @@ MpiComm::MpiComm() : impl_(std::make_unique<Impl>()) {
 
 MpiComm::~MpiComm() = default;
 
-// One switch over the collective kinds; Communicator::collective counts the
-// call in `stats` after it.
-void MpiComm::run(const backend::CollectiveCall& c) {
-  const std::vector<int>& g = *c.group;
-  switch (c.kind) {
-    case ir::OpKind::AllGather: return runAllGather(g, c.send, c.bytes, c.recv);
-    case ir::OpKind::AllReduce: return runAllReduce(g, c.recv, c.count, c.dtype, c.op);
-    case ir::OpKind::ReduceScatter: return runReduceScatter(g, c.send, c.count, c.dtype, c.recv);
-    case ir::OpKind::AllToAll: return runAllToAll(g, c.send, c.bytes, c.recv);
-    case ir::OpKind::CollectivePermute: return runPermute(g, *c.perm, c.send, c.bytes, c.recv);
-    default: break;
-  }
-  GSL_ASSERT(false, std::string("internal error: no transport for ") + ir::opName(c.kind));
-}
-
 void MpiComm::runAllGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
   int me;
   MPI_Comm c = impl_->comm(group, &me);

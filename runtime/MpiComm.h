@@ -68,20 +68,16 @@ class MpiComm : public backend::Communicator {
   // call it at the same point of the program.
   bool anyRank(bool mine);
 
- protected:
-  void run(const backend::CollectiveCall& c) override;
-
  private:
-  // The transports, one per collective kind (backend/Communicator.h says
-  // what each computes).
-  void runAllGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv);
+  // The transports (backend/Communicator.h says what each computes).
+  void runAllGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) override;
   void runAllReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt,
-                 backend::ReduceOp op);
+                 backend::ReduceOp op) override;
   void runReduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt,
-                     void* recv);
-  void runAllToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv);
+                     void* recv) override;
+  void runAllToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) override;
   void runPermute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
-               size_t bytes, void* recv);
+               size_t bytes, void* recv) override;
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, size_ = 1;

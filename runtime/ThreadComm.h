@@ -126,20 +126,16 @@ class ThreadComm : public backend::Communicator {
 
   ThreadWorld& world() { return world_; }
 
- protected:
-  void run(const backend::CollectiveCall& c) override;
-
  private:
-  // The transports, one per collective kind (backend/Communicator.h says
-  // what each computes).
-  void runAllGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv);
+  // The transports (backend/Communicator.h says what each computes).
+  void runAllGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) override;
   void runAllReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt,
-                 backend::ReduceOp op);
+                 backend::ReduceOp op) override;
   void runReduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt,
-                     void* recv);
-  void runAllToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv);
+                     void* recv) override;
+  void runAllToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) override;
   void runPermute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
-               size_t bytes, void* recv);
+               size_t bytes, void* recv) override;
   // This rank's index in `group`, after checking the group is well formed.
   int memberIndex(const std::vector<int>& group) const;
   uint64_t nextSeq(const std::vector<int>& group) { return seq_[group]++; }

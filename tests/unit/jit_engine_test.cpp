@@ -44,14 +44,14 @@ class BarrierComm : public Communicator {
   BarrierComm(BarrierWorld& w, int rank) : w_(w), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return w_.size(); }
-  void runAllGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
+  void runAllGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) override {
     w_.posted()[rank_] = send;
     w_.sync();
     for (size_t i = 0; i < group.size(); ++i)
       std::memcpy((char*)recv + i * bytes, w_.posted()[group[i]], bytes);
     w_.sync();
   }
-  void runAllReduce(const std::vector<int>& group, void* data, size_t count, DType dt, ReduceOp op) {
+  void runAllReduce(const std::vector<int>& group, void* data, size_t count, DType dt, ReduceOp op) override {
     REQUIRE(op == ReduceOp::Sum);
     std::vector<float> mine((const float*)data, (const float*)data + count);
     w_.posted()[rank_] = mine.data();
@@ -63,7 +63,7 @@ class BarrierComm : public Communicator {
     }
     w_.sync();
   }
-  void runReduceScatter(const std::vector<int>& group, const void* send, size_t count, DType dt, void* recv) {
+  void runReduceScatter(const std::vector<int>& group, const void* send, size_t count, DType dt, void* recv) override {
     w_.posted()[rank_] = send;
     w_.sync();
     const size_t me = index(group);
@@ -79,7 +79,7 @@ class BarrierComm : public Communicator {
     }
     w_.sync();
   }
-  void runAllToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
+  void runAllToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) override {
     w_.posted()[rank_] = send;
     w_.sync();
     const size_t me = index(group);
@@ -88,7 +88,7 @@ class BarrierComm : public Communicator {
     w_.sync();
   }
   void runPermute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send, size_t bytes,
-               void* recv) {
+               void* recv) override {
     w_.posted()[rank_] = send;
     w_.sync();
     std::memcpy(recv, w_.posted()[group[(size_t)perm[index(group)]]], bytes);
@@ -97,18 +97,6 @@ class BarrierComm : public Communicator {
   void barrier() override { w_.sync(); }
   void abort(const std::string&) override {}
 
- protected:
-  void run(const CollectiveCall& c) override {
-    const std::vector<int>& g = *c.group;
-    switch (c.kind) {
-      case ir::OpKind::AllGather: return runAllGather(g, c.send, c.bytes, c.recv);
-      case ir::OpKind::AllReduce: return runAllReduce(g, c.recv, c.count, c.dtype, c.op);
-      case ir::OpKind::ReduceScatter: return runReduceScatter(g, c.send, c.count, c.dtype, c.recv);
-      case ir::OpKind::AllToAll: return runAllToAll(g, c.send, c.bytes, c.recv);
-      case ir::OpKind::CollectivePermute: return runPermute(g, *c.perm, c.send, c.bytes, c.recv);
-      default: FAIL("not a collective");
-    }
-  }
 
  private:
   size_t index(const std::vector<int>& group) const {
