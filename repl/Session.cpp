@@ -38,34 +38,25 @@ const std::string kLetValue = std::string("let ") + "__repl_value" + " = ";
 
 const std::set<std::string> kDeclKeywords = {"import", "const", "mesh", "param", "fn", "optimizer", "dataset"};
 
-struct CommandInfo {
-  const char* name;
-  const char* args;
-  const char* help;
-};
-
-const std::vector<CommandInfo>& commands() {
-  static const std::vector<CommandInfo> c = {
-      {"help", "", "this list"},
-      {"load", "FILE", "start a new session from FILE (its fn main is not run)"},
-      {"reload", "", "re-read the loaded file, keeping what was typed"},
-      {"reset", "", "forget everything: an empty session"},
-      {"np", "N", "recompile everything for N ranks"},
-      {"type", "EXPR", "the type and sharding of EXPR, without running it"},
-      {"sharding", "NAME", "NAME's sharding and why (a param or GROUP.MEMBER, a host variable, FN.VALUE, a call path, grad(w), opt.m(w))"},
-      {"show", "NAME", "how NAME's blocks lie on the devices"},
-      {"spmd", "FN", "the per-rank program of FN (or of the training step: step), collectives marked"},
-      {"cost", "FN", "per-rank FLOPs, memory, collective bytes and an estimated time of FN (or step)"},
-      {"try", "NAME @shard(...)", "the costs that change with another annotation on NAME (param, argument, FN.VALUE)"},
-      {"plans", "FN.VALUE", "the candidate plans of the op making VALUE, their costs, the one chosen and why"},
-      {"ir", "[FN]", "the global IR of the session (or of FN)"},
-      {"llvm", "FN", "the LLVM IR of FN's per-rank program"},
-      {"quit", "", "leave (also Ctrl-D)"},
-  };
-  return c;
-}
-
 bool startsWith(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
+
+// :load's argument: the .gsl files and the folders that `word` begins
+// (hidden ones only when it names them).
+std::vector<std::string> completeFiles(const std::string& word) {
+  std::set<std::string> out;
+  size_t slash = word.rfind('/');
+  std::string dir = slash == std::string::npos ? "" : word.substr(0, slash + 1);
+  std::string base = slash == std::string::npos ? word : word.substr(slash + 1);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir.empty() ? "." : dir, ec)) {
+    std::string f = e.path().filename().string();
+    if (!startsWith(f, base) || (base.empty() && f[0] == '.')) continue;
+    bool isDir = e.is_directory(ec);
+    if (!isDir && e.path().extension() != ".gsl") continue;
+    out.insert(dir + f + (isDir ? "/" : ""));
+  }
+  return {out.begin(), out.end()};
+}
 
 std::unique_ptr<ir::Function> perRank(const ir::Module& m, const ir::Function& f) {
   auto c = f.clone();
@@ -442,24 +433,13 @@ void Session::refreshNames() {
 std::vector<std::string> Session::complete(const std::string& before, size_t& wordStart) const {
   std::set<std::string> out;
   size_t first = before.find_first_not_of(" \t");
-  // :load FILE: file names.
-  if (first != std::string::npos && startsWith(before.substr(first), ":load ")) {
-    size_t sp = before.find_last_of(" \t");
-    wordStart = sp + 1;
-    std::string word = before.substr(wordStart);
-    size_t slash = word.rfind('/');
-    std::string dir = slash == std::string::npos ? "" : word.substr(0, slash + 1);
-    std::string base = slash == std::string::npos ? word : word.substr(slash + 1);
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir.empty() ? "." : dir, ec)) {
-      std::string f = e.path().filename().string();
-      if (!startsWith(f, base) || (base.empty() && f[0] == '.')) continue;
-      bool isDir = e.is_directory(ec);
-      if (!isDir && e.path().extension() != ".gsl") continue;
-      out.insert(dir + f + (isDir ? "/" : ""));
-    }
-    return {out.begin(), out.end()};
-  }
+  // An argument its command completes in its own way (:load FILE).
+  if (first != std::string::npos)
+    for (const auto& c : commands())
+      if (c.complete && startsWith(before.substr(first), std::string(":") + c.name + " ")) {
+        wordStart = before.find_last_of(" \t") + 1;
+        return c.complete(before.substr(wordStart));
+      }
   size_t s = before.size();
   while (s > 0) {
     char c = before[s - 1];
@@ -583,55 +563,64 @@ void Session::command(const std::string& text) {
   size_t sp = text.find_first_of(" \t\n");
   std::string name = text.substr(1, sp == std::string::npos ? std::string::npos : sp - 1);
   std::string arg = sp == std::string::npos ? "" : trim(text.substr(sp));
-  std::vector<std::string> hits;
+  if (name == "q" || name == "exit") name = "quit";
+  // The command named, or the ones the name abbreviates.
+  std::vector<const Command*> hits;
   for (const auto& c : commands()) {
     if (name == c.name) {
-      hits = {c.name};
+      hits = {&c};
       break;
     }
-    if (!name.empty() && startsWith(c.name, name)) hits.push_back(c.name);
+    if (!name.empty() && startsWith(c.name, name)) hits.push_back(&c);
   }
-  if (name == "q" || name == "exit") hits = {"quit"};
   if (hits.size() != 1) {
     if (hits.empty()) error("unknown command ':" + name + "' (:help lists the commands)");
     else {
       std::string l;
-      for (const auto& h : hits) l += (l.empty() ? ":" : ", :") + h;
+      for (const auto* h : hits) l += std::string(l.empty() ? ":" : ", :") + h->name;
       error("':" + name + "' is ambiguous: " + l);
     }
     return;
   }
-  const std::string& c = hits[0];
-  auto need = [&](const char* what) {
-    if (!arg.empty()) return true;
-    error(std::string(":") + c + " needs " + what);
-    return false;
+  const Command& c = *hits[0];
+  if (c.needs && arg.empty()) {
+    error(std::string(":") + c.name + " needs " + c.needs);
+    return;
+  }
+  c.run(*this, arg);
+}
+
+const std::vector<Command>& Session::commands() {
+  using S = Session;
+  using A = const std::string&;
+  static const std::vector<Command> c = {
+      {"help", "", "this list", nullptr, nullptr, [](S& s, A) { s.help(); }},
+      {"load", "FILE", "start a new session from FILE (its fn main is not run)", "a file", completeFiles,
+       [](S& s, A a) { s.load(a); }},
+      {"reload", "", "re-read the loaded file, keeping what was typed", nullptr, nullptr,
+       [](S& s, A) { s.reload(); }},
+      {"reset", "", "forget everything: an empty session", nullptr, nullptr, [](S& s, A) { s.reset(); }},
+      {"np", "N", "recompile everything for N ranks", "a number of ranks", nullptr, [](S& s, A a) { s.setNp(a); }},
+      {"type", "EXPR", "the type and sharding of EXPR, without running it", "an expression", nullptr,
+       [](S& s, A a) { s.typeOf(a); }},
+      {"sharding", "NAME",
+       "NAME's sharding and why (a param or GROUP.MEMBER, a host variable, FN.VALUE, a call path, grad(w), opt.m(w))",
+       "a name", nullptr, [](S& s, A a) { s.sharding(a); }},
+      {"show", "NAME", "how NAME's blocks lie on the devices", "a name", nullptr, [](S& s, A a) { s.show(a); }},
+      {"spmd", "FN", "the per-rank program of FN (or of the training step: step), collectives marked", "a function",
+       nullptr, [](S& s, A a) { s.spmd(a); }},
+      {"cost", "FN", "per-rank FLOPs, memory, collective bytes and an estimated time of FN (or step)", "a function",
+       nullptr, [](S& s, A a) { s.cost(a); }},
+      {"try", "NAME @shard(...)", "the costs that change with another annotation on NAME (param, argument, FN.VALUE)",
+       "a name and an annotation: :try w1 @shard(m, [model, _])", nullptr,
+       [](S& s, A a) { s.tryAnnotation(a); }},
+      {"plans", "FN.VALUE", "the candidate plans of the op making VALUE, their costs, the one chosen and why",
+       "FN.VALUE: a let of a tensor function", nullptr, [](S& s, A a) { s.plans(a); }},
+      {"ir", "[FN]", "the global IR of the session (or of FN)", nullptr, nullptr, [](S& s, A a) { s.ir(a); }},
+      {"llvm", "FN", "the LLVM IR of FN's per-rank program", "a function", nullptr, [](S& s, A a) { s.llvm(a); }},
+      {"quit", "", "leave (also Ctrl-D)", nullptr, nullptr, [](S& s, A) { s.quit_ = true; }},
   };
-  if (c == "help") help();
-  else if (c == "load") {
-    if (need("a file")) load(arg);
-  } else if (c == "reload") reload();
-  else if (c == "reset") reset();
-  else if (c == "np") {
-    if (need("a number of ranks")) setNp(arg);
-  } else if (c == "type") {
-    if (need("an expression")) typeOf(arg);
-  } else if (c == "sharding") {
-    if (need("a name")) sharding(arg);
-  } else if (c == "show") {
-    if (need("a name")) show(arg);
-  } else if (c == "spmd") {
-    if (need("a function")) spmd(arg);
-  } else if (c == "cost") {
-    if (need("a function")) cost(arg);
-  } else if (c == "try") {
-    if (need("a name and an annotation: :try w1 @shard(m, [model, _])")) tryAnnotation(arg);
-  } else if (c == "plans") {
-    if (need("FN.VALUE: a let of a tensor function")) plans(arg);
-  } else if (c == "ir") ir(arg);
-  else if (c == "llvm") {
-    if (need("a function")) llvm(arg);
-  } else if (c == "quit") quit_ = true;
+  return c;
 }
 
 void Session::help() {

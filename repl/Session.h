@@ -90,6 +90,23 @@ using HostVar = runtime::WalkedValue;
 
 struct Step;
 struct PathRoot;
+class Session;
+
+// A command of the session, `:NAME ARGS`: one row of the table in
+// repl/Commands.cpp, which :help lists, completion reads and dispatch looks
+// up by name.
+struct Command {
+  const char* name;
+  const char* args;  // as :help shows them ("" for none)
+  const char* help;
+  // What `:NAME` typed without an argument is told it lacks (null: it runs
+  // without one).
+  const char* needs;
+  // The candidates for the argument word `word` (null: what the prompt
+  // completes, the session's names and the builtins).
+  std::vector<std::string> (*complete)(const std::string& word);
+  void (*run)(Session& s, const std::string& arg);
+};
 
 class Session {
  public:
@@ -106,6 +123,8 @@ class Session {
   // cursor): sets `wordStart` and returns the candidates, sorted.
   std::vector<std::string> complete(const std::string& before, size_t& wordStart) const;
   static const std::vector<std::string>& commandNames();
+  // The commands, in the order :help lists them.
+  static const std::vector<Command>& commands();
 
  private:
   enum class Extra { None, Decl, Stmt, Expr, ExprNoRun };
