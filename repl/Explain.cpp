@@ -491,28 +491,13 @@ namespace gsl::repl {
 
 namespace {
 
-// "[a, _]", "[(a, b), _] partial(c)"; "replicated" for no mesh.
+// "[a, _]", "[(a, b), _] partial(c)": ir::Sharding::str() without the
+// "@shard(MESH, " and ")" around the dims; "replicated" for no mesh.
 std::string layoutText(const ir::Sharding& s) {
   if (s.mesh.empty()) return "replicated";
-  std::string r = "[";
-  for (size_t d = 0; d < s.dims.size(); ++d) {
-    if (d) r += ", ";
-    const auto& ax = s.dims[d];
-    if (ax.empty()) r += "_";
-    else if (ax.size() == 1) r += ax[0];
-    else {
-      r += "(";
-      for (size_t i = 0; i < ax.size(); ++i) r += (i ? ", " : "") + ax[i];
-      r += ")";
-    }
-  }
-  r += "]";
-  if (!s.partial.empty()) {
-    r += " partial(";
-    for (size_t i = 0; i < s.partial.size(); ++i) r += (i ? ", " : "") + s.partial[i];
-    r += ")";
-  }
-  return r;
+  std::string r = s.str();  // "@shard(m, [a, _]) partial(c)"
+  size_t open = r.find('['), close = r.find("])", open);  // names have no brackets
+  return r.substr(open, close + 1 - open) + r.substr(close + 2);
 }
 
 }  // namespace

@@ -30,6 +30,11 @@
 // host script (runtime/HostWalk.h): each statement's tensor math (a thunk)
 // is propagated and partitioned for the shardings its inputs have, in
 // statement order.
+//
+// The members are defined by concern, one file each (the groups of the
+// private section name them): Session.cpp (the state and its builds),
+// Inputs.cpp, Commands.cpp (the table of commands), Completion.cpp,
+// Views.cpp, Programs.cpp and WhatIf.cpp.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -90,6 +95,23 @@ using HostVar = runtime::WalkedValue;
 
 struct Step;
 struct PathRoot;
+class Session;
+
+// A command of the session, `:NAME ARGS`: one row of the table in
+// repl/Commands.cpp, which :help lists, completion reads and dispatch looks
+// up by name.
+struct Command {
+  const char* name;
+  const char* args;  // as :help shows them ("" for none)
+  const char* help;
+  // What `:NAME` typed without an argument is told it lacks (null: it runs
+  // without one).
+  const char* needs;
+  // The candidates for the argument word `word` (null: what the prompt
+  // completes, the session's names and the builtins).
+  std::vector<std::string> (*complete)(const std::string& word);
+  void (*run)(Session& s, const std::string& arg);
+};
 
 class Session {
  public:
@@ -106,9 +128,13 @@ class Session {
   // cursor): sets `wordStart` and returns the candidates, sorted.
   std::vector<std::string> complete(const std::string& before, size_t& wordStart) const;
   static const std::vector<std::string>& commandNames();
+  // The commands, in the order :help lists them.
+  static const std::vector<Command>& commands();
 
  private:
   enum class Extra { None, Decl, Stmt, Expr, ExprNoRun };
+  // The name an expression typed at the prompt gets in fn main.
+  static constexpr const char* kValueName = "__repl_value";
 
   std::ostream& out_;
   bool color_;
@@ -129,6 +155,7 @@ class Session {
   std::unique_ptr<Build> stepBuild_;
   std::unique_ptr<Step> step_;
 
+  // The session and its builds (repl/Session.cpp).
   // Building. With `fileMain`, the loaded file keeps its own fn main and
   // the session's host script is left out (the training step's text).
   Assembled assemble(const Entry* extra, Extra kind, bool withMain = true, bool fileMain = false) const;
@@ -138,40 +165,69 @@ class Session {
   // gets what the statements after the marker printed.
   bool run(const Build& b, std::string& shown) const;
   Build* current();
+  // current() for a command that looks up `name`; null after saying why
+  // not (the session does not check, or `name` is a param group's).
+  Build* currentFor(const std::string& name);
   // After a change: the session's build and completion names are renewed.
   void commit();
   void forgetStep();
-  void refreshNames();
   // The training step and the build it is in (null: fn main runs none).
   const Step* step(const Build** where);
   // The call-path roots of the session and its training step.
   std::vector<PathRoot> roots(Build& b);
-  // Prints the values `name` picks by call path (repl/CallPaths.h), as
-  // :sharding (explain) or :show (pictures); false when it picks none
-  // (an ambiguous name prints the candidates and returns true).
-  bool byCallPath(Build& b, const std::string& name, bool explain);
+  ir::Function* userFunction(Build& b, const std::string& name, bool report);
+  // The commands that change the session's file or np.
+  void reload();
+  void reset();
+  void setNp(const std::string& arg);
+  std::string paint(const std::string& s, const char* code) const;
+  void error(const std::string& msg) const;
 
-  // Inputs.
+  // What is typed at the prompt (repl/Inputs.cpp).
   void declaration(const std::string& text);
   void statement(const std::string& text);
   // Compiles and runs the session with `e` added as `kind` (Stmt or Expr),
   // printing its output or its diagnostics; null on an error.
   std::unique_ptr<Build> compileAndRun(const Entry& e, Extra kind);
   void expression(const std::string& text);
-  void command(const std::string& text);
+  void typeOf(const std::string& expr);  // :type
+  std::map<std::string, HostVar> simulateHost(const Build& b) const;
+  std::string typeLine(const ir::TensorType& t, const std::optional<ir::Sharding>& s) const;
 
-  // Commands.
+  // Commands (repl/Commands.cpp): dispatch by the table, and :help.
+  void command(const std::string& text);
   void help();
-  void reload();
-  void reset();
-  void setNp(const std::string& arg);
-  void typeOf(const std::string& expr);
+
+  // Completion (repl/Completion.cpp).
+  void refreshNames();
+  static std::vector<std::string> completeFiles(const std::string& word);  // :load's argument
+
+  // How values lie (repl/Views.cpp): :sharding, :show, :plans.
   void sharding(const std::string& name);
   void show(const std::string& name);
+  void plans(const std::string& name);
+  // Prints the values `name` picks by call path (repl/CallPaths.h), as
+  // :sharding (explain) or :show (pictures); false when it picks none
+  // (an ambiguous name prints the candidates and returns true).
+  bool byCallPath(Build& b, const std::string& name, bool explain);
+
+  // Per-rank programs (repl/Programs.cpp): :spmd, :cost, :ir, :llvm.
+  // What :cost and :spmd show: fn FN's per-rank program, or for `step`
+  // (when no fn is named so) the training step's.
+  struct Program {
+    const Build* build = nullptr;
+    const ir::Function* global = nullptr;
+    std::unique_ptr<ir::Function> local;
+    std::string title;  // "fn loss", "the training step opt.minimize(loss, ...) at ..."
+  };
+  bool program(const std::string& fn, Program& p);
   void spmd(const std::string& fn);
   void cost(const std::string& fn);
+  void ir(const std::string& fn);
+  void llvm(const std::string& fn);
+
+  // What-if (repl/WhatIf.cpp): :try, by editing a copy of the source text.
   void tryAnnotation(const std::string& args);
-  void plans(const std::string& name);
   void tryOnLet(Build& b, const std::string& name, const std::string& fnName, const std::string& letName,
                 const std::string& annot);
   // What-if: `text` (the session's, with the edit) and `importTexts`
@@ -183,24 +239,6 @@ class Session {
   // file in `importTexts` (the user's file is never written).
   std::string& editable(const Build& b, int file, std::string& mainText,
                         std::map<std::string, std::string>& importTexts) const;
-  void ir(const std::string& fn);
-  void llvm(const std::string& fn);
-
-  // Helpers.
-  // What :cost and :spmd show: fn FN's per-rank program, or for `step`
-  // (when no fn is named so) the training step's.
-  struct Program {
-    const Build* build = nullptr;
-    const ir::Function* global = nullptr;
-    std::unique_ptr<ir::Function> local;
-    std::string title;  // "fn loss", "the training step opt.minimize(loss, ...) at ..."
-  };
-  bool program(const std::string& fn, Program& p);
-  std::map<std::string, HostVar> simulateHost(const Build& b) const;
-  std::string typeLine(const ir::TensorType& t, const std::optional<ir::Sharding>& s) const;
-  ir::Function* userFunction(Build& b, const std::string& name, bool report);
-  std::string paint(const std::string& s, const char* code) const;
-  void error(const std::string& msg) const;
 };
 
 }  // namespace gsl::repl

@@ -120,6 +120,8 @@ std::string trim(const std::string& s) {
   return s.substr(a, b - a + 1);
 }
 
+bool startsWith(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+
 std::string rankList(const std::vector<int64_t>& r) {
   std::string s;
   for (size_t i = 0; i < r.size();) {

@@ -35,6 +35,7 @@ size_t matchingClose(const std::string& text, size_t pos, char open);
 size_t offsetOf(const std::string& text, int line, int col);
 
 std::string trim(const std::string& s);
+bool startsWith(const std::string& s, const std::string& prefix);
 
 // "0,2", "0-3", "0-3,8-11": ranks with runs of 3 or more written as ranges.
 std::string rankList(const std::vector<int64_t>& ranks);

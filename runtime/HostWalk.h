@@ -1,6 +1,6 @@
 // The one walk over a host script (`fn main`), shared by the run
 // (runtime/Host.cpp RankRunner), the memory estimate before it and the
-// REPL's shardings of host variables (repl/Session.cpp).
+// REPL's shardings of host variables (repl/Inputs.cpp, repl/Views.cpp).
 //
 // All three resolve a thunk's inputs the same way: a variable lies as the
 // value it holds, `load` as its annotation, `opt.minimize(...)` as the
