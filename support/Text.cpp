@@ -1,6 +1,7 @@
 #include "support/Text.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace gsl {
 
@@ -18,6 +19,15 @@ std::string excerpt(std::string_view s, size_t max) {
   }
   if (s.size() > max) r += "...";
   return r;
+}
+
+std::string shortest(double v) {
+  char b[32];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(b, sizeof b, "%.*g", prec, v);
+    if (std::strtod(b, nullptr) == v) break;
+  }
+  return b;
 }
 
 }  // namespace gsl
