@@ -23,7 +23,6 @@
 #include "ir/Loop.h"
 #include "ir/Printer.h"
 #include "passes/Pipeline.h"
-#include "passes/SpmdPartitioner.h"
 #include "passes/Training.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Data.h"
