@@ -20,16 +20,18 @@
 #include "backend/Npy.h"
 #include "backend/Random.h"
 #include "backend/jit/JitEngine.h"
-#include "ir/Loop.h"
 #include "ir/Printer.h"
 #include "passes/Pipeline.h"
 #include "passes/Training.h"
 #include "runtime/Checkpoint.h"
+#include "runtime/CompileAhead.h"
 #include "runtime/Data.h"
 #include "runtime/Distribute.h"
+#include "runtime/HostCheckpoint.h"
 #include "runtime/HostWalk.h"
-#include "runtime/Memory.h"
+#include "runtime/MemoryEstimate.h"
 #include "runtime/MpiComm.h"
+#include "runtime/SpmdProgram.h"
 #include "runtime/TestFaults.h"
 #include "runtime/ThreadComm.h"
 #include "runtime/Trace.h"
@@ -44,80 +46,6 @@ using frontend::Thunk;
 using ir::Sharding;
 
 namespace {
-
-// The checkpoint's groups (kCheckpointGroupBytes): [lo, hi) ranges of
-// consecutive tensors of these whole sizes.
-std::vector<std::pair<size_t, size_t>> checkpointGroups(const std::vector<uint64_t>& bytes) {
-  std::vector<std::pair<size_t, size_t>> r;
-  for (size_t lo = 0; lo < bytes.size();) {
-    size_t hi = lo + 1;
-    uint64_t sum = bytes[lo];
-    while (hi < bytes.size() && sum + bytes[hi] <= kCheckpointGroupBytes) sum += bytes[hi++];
-    r.push_back({lo, hi});
-    lo = hi;
-  }
-  return r;
-}
-
-// A user error on one rank, with its source location.
-struct RankError : std::runtime_error {
-  SourceLoc loc;
-  RankError(SourceLoc l, const std::string& m) : std::runtime_error(m), loc(l) {}
-};
-
-// What all ranks share: the per-rank programs (built once per distinct
-// input sharding of a thunk) and the params' global initial values (until
-// every rank took its blocks).
-class SpmdProgram {
- public:
-  SpmdProgram(const frontend::CheckedProgram& p, uint64_t seed) : prog_(p), seed_(seed), programs_(*p.module) {}
-  const ir::Module& module() const { return *prog_.module; }
-  PerRankPrograms& programs() { return programs_; }
-
-  // The checkpoint given with --resume, read once.
-  const std::map<std::string, Tensor>& resumed(const std::string& path, std::map<std::string, std::string>& meta) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!resumeRead_) {
-      resumeRead_ = true;
-      for (auto& nt : readSafetensors(path, &resumeMeta_)) resumeTensors_[nt.name] = nt.value;
-    }
-    meta = resumeMeta_;
-    return resumeTensors_;
-  }
-
-  // Ranks of this process that take their params' blocks (localParam):
-  // the threads, or one MPI rank.
-  void setRanksHere(int n) { ranksHere_ = n; }
-
-  // Rank `rank`'s block of param `p`, initialised globally once. The whole
-  // tensor is dropped when every rank of this process took its block, and
-  // once all are, the buffers kept for reuse are given back (no later
-  // tensor has those sizes), so that the process holds each param once.
-  Tensor localParam(const ir::Param& p, int rank) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = params_.find(p.name);
-    if (it == params_.end()) it = params_.emplace(p.name, backend::initParam(p, seed_)).first;
-    Tensor local = localBlock(module(), it->second, p.sharding, rank);
-    if (++taken_[p.name] == ranksHere_) {
-      params_.erase(it);
-      if (++released_ == module().params.size()) backend::releaseTensorPool();
-    }
-    return local;
-  }
-
- private:
-  const frontend::CheckedProgram& prog_;
-  uint64_t seed_;
-  PerRankPrograms programs_;
-  std::mutex mu_;
-  std::map<std::string, Tensor> params_;
-  std::map<std::string, int> taken_;  // ranks that took a param's block
-  int ranksHere_ = 0;
-  size_t released_ = 0;  // params dropped
-  bool resumeRead_ = false;
-  std::map<std::string, Tensor> resumeTensors_;
-  std::map<std::string, std::string> resumeMeta_;
-};
 
 // One half of a batch not made yet: it is made when a thunk takes it, only
 // the block this rank holds as that thunk wants it (wantedSharding); for
@@ -275,9 +203,7 @@ class RankRunner : public HostWalker<HostValue> {
 
   // A file this rank could not read: under MPI the ranks may run on several
   // hosts, each reading its own file system, so the message names the host.
-  [[noreturn]] void failReading(SourceLoc l, const std::string& m) {
-    fail(l, mpi_ ? m + " on host " + MpiSession::hostName() : m);
-  }
+  [[noreturn]] void failReading(SourceLoc l, const std::string& m) { runtime::failReading(l, m, mpi_ != nullptr); }
 
   // A safe point: throws Interrupted when this process (or, with `stopped`,
   // this rank's own work) was interrupted. MPI ranks first agree (one small
@@ -888,267 +814,7 @@ class RankRunner : public HostWalker<HostValue> {
   }
 };
 
-// The memory estimate: the walk without running (runtime/HostWalk.h:
-// loop bodies once, both branches of an if), measuring each thunk's
-// per-rank program; the largest counts.
-class MemoryWalker : public ShardingWalk {
- public:
-  // `donating`: the engine writes donated inputs in place (the JIT).
-  MemoryWalker(SpmdProgram& prog, const backend::JitOptions& jit, bool donating, MemoryEstimate& est)
-      : ShardingWalk(prog.programs()), jit_(jit), donating_(donating), est_(est) {}
-
-  void finish() {
-    const ir::Module& m = programs_.module();
-    for (const auto& p : m.params) {
-      ir::TensorType local{p.type.dtype, ir::localShape(m, p.type, p.sharding)};
-      est_.paramBytes = addBytes(est_.paramBytes, bytes(local));
-    }
-    for (const auto& [key, b] : states_) est_.stateBytes = addBytes(est_.stateBytes, b);
-    if (est_.training) est_.training->paramBytes = est_.paramBytes;
-    // A checkpoint save: each rank holds one group of the checkpoint whole
-    // at a time (the params, then the states, as writeCheckpoint lists them).
-    if (saves_) {
-      std::vector<uint64_t> sizes;
-      for (const auto& p : m.params) sizes.push_back(bytes(p.type));
-      for (const auto& [key, t] : stateTypes_) sizes.push_back(bytes(t));
-      uint64_t group = 0;
-      for (auto [lo, hi] : checkpointGroups(sizes)) {
-        uint64_t sum = 0;
-        for (size_t i = lo; i < hi; ++i) sum += sizes[i];
-        group = std::max(group, sum);
-      }
-      // Beside the group: the JIT's workspace, kept at the largest size a
-      // function of the run planned (the pool's buffers are released).
-      if (addBytes(group, maxWork_) > est_.activationBytes) {
-        est_.activationBytes = addBytes(group, maxWork_);
-        est_.resultBytes = group;
-        est_.workspaceBytes = maxWork_;
-        est_.inputBytes = 0;
-        est_.where = *saves_;
-      }
-    }
-  }
-
-  // save_checkpoint, or --checkpoint-every: where (the first save).
-  void checkpointsAt(SourceLoc l) {
-    if (!saves_) saves_ = l;
-  }
-
- private:
-  const backend::JitOptions& jit_;  // the planner's options, as the run's engine
-  bool donating_;
-  MemoryEstimate& est_;
-  std::map<std::string, uint64_t> states_;  // optimizer state -> bytes per rank
-  std::map<std::string, ir::TensorType> stateTypes_;  // optimizer state -> its whole type
-  std::optional<SourceLoc> saves_;
-  uint64_t maxWork_ = 0;  // the largest planned workspace of a function the run calls
-
-  void saveCheckpoint(const HostStmt& s) override { checkpointsAt(s.loc); }
-
-  static uint64_t bytes(const ir::TensorType& t) { return (uint64_t)t.byteSize(); }
-
-  // A loop's buffers outside the planned workspace (backend/jit/
-  // LowerLoop.cpp): its body's workspace and two of each carried value,
-  // from the Tensor pool, which keeps them between calls, so every loop of
-  // the function (and of its bodies) counts at once.
-  uint64_t loopBuffers(const ir::Function& f) const {
-    uint64_t b = 0;
-    for (const auto& op : f.ops) {
-      if (op->kind != ir::OpKind::Loop) continue;
-      const ir::LoopInfo info(*op);
-      b = addBytes(b, addBytes(backend::jitPlannedPeakBytes(*op->body, jit_), loopBuffers(*op->body)));
-      for (size_t j = 0; j < info.carried; ++j) b = addBytes(b, 2 * bytes(op->operands[j]->type));
-    }
-    return b;
-  }
-
-  void visit(const Thunk& th, const ir::Function& f, bool step, const std::vector<std::optional<ir::Sharding>>&) override {
-    // Training states: the arguments after the thunk's own, the step and
-    // the per-step scalars.
-    const std::optional<ir::TrainRequest>& tr = th.fn->train;
-    size_t firstState = step && tr ? th.leaves.size() + 1 + tr->scalars.size() : f.args.size();
-    uint64_t inputs = 0, results = 0, states = 0;
-    for (size_t i = 0; i < f.args.size(); ++i) {
-      uint64_t b = bytes(f.args[i]->type);
-      if (i >= firstState && i - firstState < tr->states.size()) {
-        const auto& st = tr->states[i - firstState];
-        states_["optimizer/" + tr->optimizer + "/" + st.param + "/" + st.slot] = b;
-        stateTypes_["optimizer/" + tr->optimizer + "/" + st.param + "/" + st.slot] = st.type;
-        states = addBytes(states, b);
-      } else {
-        inputs = addBytes(inputs, b);
-      }
-    }
-    // A training step's updated params and states are written into the
-    // old ones' buffers (minimize donates them) where the planner allows
-    // it: those results take no memory of their own. Not a param whose
-    // block is the whole param on several threads: the ranks share its
-    // buffer until their first step, which then writes a new one.
-    std::vector<backend::DonorInput> donors;
-    if (step && tr && donating_) donors = backend::jitPlannedDonors(f, jit_);
-    auto donated = [&](size_t j) {
-      if (j >= donors.size() || !donors[j].valid()) return false;
-      const backend::DonorInput& d = donors[j];
-      if (d.arg >= 0) return (size_t)d.arg >= firstState && (size_t)d.arg - firstState < tr->states.size();
-      if (std::find(tr->params.begin(), tr->params.end(), d.param) == tr->params.end()) return false;
-      const ir::Module& m = programs_.module();
-      const ir::Param* p = m.findParam(d.param);
-      return p && (m.np == 1 || ir::localShape(m, p->type, p->sharding) != p->type.shape);
-    };
-    std::vector<const ir::Value*> seen;
-    for (size_t j = 0; j < f.results.size(); ++j) {
-      const ir::Value* r = f.results[j];
-      if (r->argIndex >= 0 || std::find(seen.begin(), seen.end(), r) != seen.end()) continue;
-      seen.push_back(r);
-      if (!donated(j)) results = addBytes(results, bytes(r->type));
-    }
-    const uint64_t planned = backend::jitPlannedPeakBytes(f, jit_);
-    maxWork_ = std::max(maxWork_, planned);
-    uint64_t work = addBytes(planned, loopBuffers(f));
-    uint64_t total = addBytes(addBytes(inputs, work), results);
-    if (step && tr && tr->kind == ir::TrainRequest::Minimize) {
-      // Its results: the loss, then each param's update (local, as its gradient), then the states.
-      MemoryEstimate::TrainingStep t{0, 0, states, inputs, work, results, {}, th.loc};
-      t.collectives = passes::estimateCost(programs_.module(), f).collectives;
-      for (size_t i = 1; i <= tr->params.size() && i < f.results.size(); ++i)
-        t.gradBytes = addBytes(t.gradBytes, bytes(f.results[i]->type));
-      if (!est_.training || t.peak() > est_.training->peak()) est_.training = t;
-    }
-    if (total > est_.activationBytes || !est_.where.valid()) {
-      est_.activationBytes = total;
-      est_.inputBytes = inputs;
-      est_.workspaceBytes = work;
-      est_.resultBytes = results;
-      est_.where = th.loc;
-    }
-  }
-};
-
-// Compile ahead (JIT engine): the run's functions compile on threads
-// beside the ranks, so that the functions a rank calls are ready, or under
-// way, when it gets there. The walk (loop bodies once, both branches of an
-// if) lists the thunks' per-rank programs in the order it meets them;
-// `threads()` threads take them in that order, each the next one no one
-// has started: a function compiled or being compiled (by a rank, or by
-// another process sharing the disk cache) is skipped, and a rank that calls
-// a function under way waits for that compile. So the first functions
-// compile at once on as many cores. A compile error stays in the cache for
-// the rank that calls the function; an error of the walk only shortens the
-// list. The destructor stops the threads after the functions under way.
-class CompileAhead {
- public:
-  // As many threads as the host has processors, at most 8.
-  static size_t threads() { return std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8); }
-
-  // `tracks`: empty, or one trace recorder per thread (--trace).
-  CompileAhead(SpmdProgram& spmd, const frontend::CheckedProgram& prog, const backend::JitOptions& jit,
-               std::vector<trace::Recorder>& tracks)
-      : lead_([this, &spmd, &prog, jit, &tracks] {
-          auto track = [&](size_t t) { return t < tracks.size() ? &tracks[t] : nullptr; };
-          trace::current = track(0);
-          List walk(spmd);
-          try {
-            walk.walk(prog.host.body);
-          } catch (...) {
-            // The rank that meets the same error reports it.
-          }
-          std::atomic<size_t> next{0};
-          auto work = [&] {
-            for (size_t i; !stop_ && (i = next++) < walk.functions.size();)
-              backend::jitCompileAhead(*walk.functions[i], jit);
-          };
-          std::vector<std::thread> more;
-          for (size_t t = 1; t < std::min(threads(), walk.functions.size()); ++t)
-            more.emplace_back([&, t] {
-              trace::current = track(t);
-              work();
-              trace::current = nullptr;
-            });
-          work();
-          for (std::thread& t : more) t.join();
-          trace::current = nullptr;
-        }) {}
-  ~CompileAhead() {
-    stop_ = true;
-    lead_.join();
-  }
-  CompileAhead(const CompileAhead&) = delete;
-  CompileAhead& operator=(const CompileAhead&) = delete;
-
- private:
-  struct List : ShardingWalk {
-    explicit List(SpmdProgram& spmd) : ShardingWalk(spmd.programs()) {}
-    std::vector<const ir::Function*> functions;
-    void visit(const Thunk&, const ir::Function& f, bool, const std::vector<std::optional<ir::Sharding>>&) override {
-      if (std::find(functions.begin(), functions.end(), &f) == functions.end()) functions.push_back(&f);
-    }
-  };
-  std::atomic<bool> stop_{false};
-  std::thread lead_;  // walks, then compiles beside the others
-};
-
-MemoryEstimate estimate(SpmdProgram& spmd, const frontend::CheckedProgram& prog, const RunOptions& opts) {
-  MemoryEstimate est;
-  MemoryWalker w(spmd, opts.jit, opts.engine == Engine::Jit, est);
-  if (opts.checkpointEvery > 0) w.checkpointsAt({});
-  w.walk(prog.host.body);
-  w.finish();
-  return est;
-}
-
 }  // namespace
-
-MemoryEstimate estimateMemory(const frontend::CheckedProgram& prog, const RunOptions& opts) {
-  SpmdProgram spmd(prog, opts.seed);
-  return estimate(spmd, prog, opts);
-}
-
-bool checkMemory(const MemoryEstimate& est, const RunOptions& opts, Diagnostics& diags) {
-  if (!opts.maxMemory || est.total() <= opts.maxMemory) return true;
-  diags.error(est.where, "the run needs about " + formatBytes(est.total()) +
-                             " of memory per rank, more than the limit of " + formatBytes(opts.maxMemory) +
-                             " per rank" + (opts.maxMemorySource.empty() ? "" : " (" + opts.maxMemorySource + ")"));
-  diags.note({}, "per rank: params " + formatBytes(est.paramBytes) + ", optimizer states " +
-                     formatBytes(est.stateBytes) + ", and " + formatBytes(est.activationBytes) +
-                     " for the largest computation, shown above (inputs " + formatBytes(est.inputBytes) +
-                     ", intermediates " + formatBytes(est.workspaceBytes) + ", results " +
-                     formatBytes(est.resultBytes) + ")");
-  return false;
-}
-
-// The compile line: on a terminal, what is being compiled and how long it
-// took (by the first MPI rank only).
-void showCompilation(const RunOptions& opts) {
-  const char* mpiRank = std::getenv("OMPI_COMM_WORLD_RANK");
-  bool first = !opts.mpi || !mpiRank || std::string(mpiRank) == "0";
-  if (!opts.progress || opts.engine != Engine::Jit || !first || !isatty(2)) {
-    backend::setJitCompileObserver(nullptr);
-    return;
-  }
-  // Functions compile on several threads at once (the ranks' and the
-  // compile-ahead thread): each function's line is written whole when it is
-  // ready, and the last one started shows, unfinished, meanwhile.
-  backend::setJitCompileObserver([](const backend::JitCompileEvent& e) {
-    static std::mutex m;
-    static std::vector<std::pair<std::string, std::string>> pending;  // function, its line's start
-    std::lock_guard<std::mutex> lock(m);
-    std::string ops = std::to_string(e.ops);
-    for (int i = (int)ops.size() - 3; i > 0; i -= 3) ops.insert((size_t)i, ",");
-    const std::string head = "compiling " + e.function + " (rank program, " + ops + " ops)... ";
-    if (!e.done) {
-      pending.emplace_back(e.function, head);
-      std::cerr << "\r\033[K" << head << std::flush;
-      return;
-    }
-    auto it = std::find_if(pending.begin(), pending.end(), [&](const auto& p) { return p.first == e.function; });
-    if (it != pending.end()) pending.erase(it);
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.1f s", e.seconds);
-    std::cerr << "\r\033[K" << head << (e.loaded ? "loaded from cache, " : "") << buf << "\n";
-    if (!pending.empty()) std::cerr << pending.back().second;
-    std::cerr << std::flush;
-  });
-}
 
 bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagnostics& diags) {
   std::ostream& out = opts.out ? *opts.out : std::cout;
@@ -1156,7 +822,7 @@ bool runMain(const frontend::CheckedProgram& prog, const RunOptions& opts, Diagn
   SpmdProgram spmd(prog, opts.seed);
   spmd.setRanksHere(opts.mpi ? 1 : (int)prog.module->np);
   // The memory check partitions every thunk; the run reuses those programs.
-  if (opts.maxMemory && !checkMemory(estimate(spmd, prog, opts), opts, diags)) return false;
+  if (opts.maxMemory && !checkMemory(estimateMemory(spmd, prog, opts), opts, diags)) return false;
   MpiComm* mpiComm = nullptr;
   // --trace: one recorder per rank of this process, current on its thread
   // while the rank runs (support/Trace.h); times count from `traceOrigin`.
