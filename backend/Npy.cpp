@@ -208,15 +208,6 @@ uint32_t readLE(const std::string& d, size_t off, int n) {
 }  // namespace
 
 namespace {
-// The shortest text that reads back to `v`.
-std::string shortest(double v) {
-  char b[32];
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(b, sizeof b, "%.*g", prec, v);
-    if (std::strtod(b, nullptr) == v) break;
-  }
-  return b;
-}
 // `path` opened for reading after checking that it is a regular file
 // (`st` its stat); the errors are readNpy's ("no such file", "is a
 // directory", "not a regular file", "cannot read: ...").

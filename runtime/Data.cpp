@@ -16,6 +16,7 @@
 #include "backend/Npy.h"
 #include "backend/Random.h"
 #include "support/Diagnostics.h"
+#include "support/Text.h"
 
 namespace gsl::runtime {
 
@@ -130,20 +131,6 @@ std::vector<int64_t> ShuffledOrder::batchRows(int64_t step) {
   }
   return std::vector<int64_t>(perm_.begin() + k * batch_, perm_.begin() + (k + 1) * batch_);
 }
-
-namespace {
-
-// The shortest text that reads back to `v`.
-std::string shortest(double v) {
-  char b[32];
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(b, sizeof b, "%.*g", prec, v);
-    if (std::strtod(b, nullptr) == v) break;
-  }
-  return b;
-}
-
-}  // namespace
 
 NpyRows::NpyRows(const std::string& path, bool labels) : NpyRows(path, labels ? NpyKind::Labels : NpyKind::Inputs) {}
 

@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "backend/Kernels.h"
-#include "passes/SpmdPartitioner.h"
 #include "support/Diagnostics.h"
 
 namespace gsl::runtime {

@@ -79,10 +79,6 @@ struct RunOptions {
 // a + b, saturating at 2^64 - 1 (sums of hostile sizes must not wrap).
 inline uint64_t addBytes(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
 
-// A checkpoint is gathered and written a group of consecutive tensors at a
-// time: at most this many bytes whole per rank, or one larger tensor alone.
-inline constexpr uint64_t kCheckpointGroupBytes = uint64_t(64) << 20;
-
 struct MemoryEstimate {
   uint64_t paramBytes = 0, stateBytes = 0;
   uint64_t activationBytes = 0;  // the largest computation: inputs + workspace + results

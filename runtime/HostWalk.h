@@ -1,5 +1,5 @@
 // The one walk over a host script (`fn main`), shared by the run
-// (runtime/Host.cpp RankRunner), the memory estimate before it and the
+// (runtime/HostRunner.cpp RankRunner), the memory estimate before it and the
 // REPL's shardings of host variables (repl/Inputs.cpp, repl/Views.cpp).
 //
 // All three resolve a thunk's inputs the same way: a variable lies as the

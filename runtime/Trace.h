@@ -7,7 +7,7 @@
 // metadata events ("ph": "M"); its events are complete events ("ph": "X",
 // ts and dur in microseconds from the start of the run) of the categories
 // compile, function, collective and wait. The compile-ahead threads of a
-// process (runtime/Host.cpp) are further threads (tid 1, 2, ...) of its
+// process (runtime/CompileAhead.h) are further threads (tid 1, 2, ...) of its
 // first rank. Under MPI, rank 0 gathers the other ranks' events and writes the
 // one file.
 #pragma once

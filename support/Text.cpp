@@ -1,6 +1,7 @@
 #include "support/Text.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace gsl {
 
@@ -51,6 +52,15 @@ size_t invalidUtf8At(std::string_view s) {
     i += len;
   }
   return std::string_view::npos;
+}
+
+std::string shortest(double v) {
+  char b[32];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(b, sizeof b, "%.*g", prec, v);
+    if (std::strtod(b, nullptr) == v) break;
+  }
+  return b;
 }
 
 }  // namespace gsl

@@ -14,4 +14,8 @@ std::string excerpt(std::string_view s, size_t max = 60);
 // no overlong forms, no surrogates, nothing above U+10FFFF), or npos.
 size_t invalidUtf8At(std::string_view s);
 
+// The shortest text that reads back to `v` ("%.*g" with the fewest digits
+// that round-trip), for a value named in a message.
+std::string shortest(double v);
+
 }  // namespace gsl

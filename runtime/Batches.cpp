@@ -1,0 +1,141 @@
+// How a rank gets its block of a training batch: token batches made whole
+// and sliced, npy_pairs rows read from the files, this rank's rows only.
+#include "runtime/Batches.h"
+
+#include "backend/Npy.h"
+#include "runtime/Distribute.h"
+#include "runtime/HostWalk.h"
+#include "runtime/SpmdProgram.h"
+#include "support/Trace.h"
+
+namespace gsl::runtime {
+
+using backend::Tensor;
+using ir::Sharding;
+
+HostValue Batcher::batch(const frontend::HostLeaf& l, int64_t step) const {
+  const frontend::Dataset* ds = nullptr;
+  for (const auto& d : datasets_)
+    if (d.name == l.name) ds = &d;
+  GSL_ASSERT(ds, "unknown dataset");
+  if (step < 0 && ds->kind == "pairs") throw RankError(l.loc, "supervised data: negative step " + std::to_string(step));
+  return HostValue(PendingBatch{ds, step, l.index, l.loc});
+}
+
+// A batch half of a token data set (synthetic or npy_tokens), whole.
+Tensor Batcher::tokenBatch(const PendingBatch& p) {
+  const frontend::Dataset* ds = p.ds;
+  try {
+    if (ds->kind == "npy") {
+      auto it = npyTokens_.find(ds->path);
+      if (it == npyTokens_.end()) {
+        Tensor t;
+        try {
+          t = readTokenFile(ds->path, ds->vocab);
+        } catch (const backend::NpyError& e) {
+          failReading(ds->loc, e.what(), mpi_);
+        } catch (const std::runtime_error& e) {
+          throw RankError(ds->loc, e.what());
+        }
+        it = npyTokens_.emplace(ds->path, t).first;
+      }
+      auto b = npyTokenBatch(it->second, p.step, ds->batch, ds->seq);
+      return p.index == 0 ? b.inputs : b.targets;
+    }
+    auto b = syntheticBatch(ds->kind, seed_, p.step, ds->batch, ds->seq, ds->vocab);
+    return p.index == 0 ? b.inputs : b.targets;
+  } catch (const RankError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw RankError(p.loc, e.what());
+  }
+}
+
+// An npy_pairs data set's files, opened (the headers read and checked)
+// at its first batch.
+Batcher::PairsData& Batcher::pairsData(const frontend::Dataset& ds) {
+  auto it = pairs_.find(ds.name);
+  if (it != pairs_.end()) return it->second;
+  PairsData d;
+  try {
+    d.x = std::make_unique<NpyRows>(ds.path, false);
+    d.y = std::make_unique<NpyRows>(ds.labelsPath, true);
+  } catch (const backend::NpyError& e) {
+    failReading(ds.loc, e.what(), mpi_);
+  } catch (const std::runtime_error& e) {
+    throw RankError(ds.loc, e.what());
+  }
+  if (d.x->shape().size() < 2 || d.x->rowElements() != ds.features)
+    throw RankError(ds.loc, ds.path + ": npy_pairs needs inputs of N rows of " + std::to_string(ds.features) +
+                                " values (features=" + std::to_string(ds.features) +
+                                "; a row may have any shape), got shape " + ir::shapeStr(d.x->shape()));
+  if (d.y->shape().size() != 1)
+    throw RankError(ds.loc, ds.labelsPath + ": npy_pairs needs labels of shape [N], got shape " +
+                                ir::shapeStr(d.y->shape()));
+  if (d.x->rows() != d.y->rows())
+    throw RankError(ds.loc, ds.path + " has " + std::to_string(d.x->rows()) + " rows but " + ds.labelsPath +
+                                " has " + std::to_string(d.y->rows()) + " labels");
+  try {
+    d.order = std::make_unique<ShuffledOrder>(d.x->rows(), ds.batch, seed_);
+  } catch (const std::runtime_error& e) {
+    throw RankError(ds.loc, e.what());
+  }
+  return pairs_.emplace(ds.name, std::move(d)).first->second;
+}
+
+// Reads a pending batch half as this rank's block under `s`: the batch
+// rows this rank holds (its block of the batch's row positions, so
+// whatever localBlock's rule is, the rows agree with it), read from the
+// file, then the block of the other dims.
+HostValue Batcher::readBatch(const PendingBatch& p, const std::optional<Sharding>& s) {
+  const frontend::Dataset& ds = *p.ds;
+  if (ds.kind != "pairs") return {localBlock(mod_, tokenBatch(p), s, rank_), s};
+  PairsData& d = pairsData(ds);
+  NpyRows& file = p.index == 0 ? *d.x : *d.y;
+  std::vector<int64_t> rows;
+  try {
+    rows = d.order->batchRows(p.step);
+  } catch (const std::runtime_error& e) {
+    throw RankError(p.loc, e.what());
+  }
+  const bool split0 = s && !s->isReplicated() && !s->dims[0].empty();
+  if (split0) {
+    Tensor pos(ir::TensorType{ir::DType::I32, {ds.batch}});
+    for (int64_t i = 0; i < ds.batch; ++i) pos.i32()[i] = (int32_t)i;
+    Tensor mine = localBlock(mod_, pos, Sharding{s->mesh, {s->dims[0]}, {}}, rank_);
+    std::vector<int64_t> held;
+    for (int64_t i = 0; i < mine.size(); ++i) held.push_back(rows[(size_t)mine.i32()[i]]);
+    rows = std::move(held);
+  }
+  ir::Shape shape{(int64_t)rows.size()};
+  if (p.index == 0) shape.push_back(ds.features);
+  Tensor block(ir::TensorType{p.index == 0 ? ir::DType::F32 : ir::DType::I32, shape});
+  {
+    trace::Scope traced("data", ds.name);
+    const uint64_t before = file.bytesRead();
+    try {
+      file.read(rows, block.raw());
+    } catch (const std::runtime_error& e) {
+      throw RankError(ds.loc, e.what());
+    }
+    if (traced) {
+      traced.arg("file", p.index == 0 ? ds.path : ds.labelsPath);
+      traced.arg("step", p.step);
+      traced.arg("rows", (int64_t)rows.size());
+      traced.arg("bytes", (int64_t)(file.bytesRead() - before));
+    }
+  }
+  if (s && !s->isReplicated()) {
+    Sharding rest = *s;
+    rest.dims[0].clear();
+    if (!rest.isReplicated()) block = localBlock(mod_, block, rest, rank_);
+  }
+  return {block, s};
+}
+
+void Batcher::readPending(const ir::Function& fn, std::vector<HostValue>& in) {
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i].pending) in[i] = readBatch(*in[i].pending, wantedSharding(fn, i));
+}
+
+}  // namespace gsl::runtime

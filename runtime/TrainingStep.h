@@ -1,0 +1,25 @@
+// What one training step, `opt.minimize(loss, ...)`, does on a rank: runs
+// the expanded step (passes/Training) on the rank's blocks, then keeps its
+// new params, optimizer states and step counter in the RankModel.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "frontend/Frontend.h"
+#include "runtime/Batches.h"
+#include "runtime/Progress.h"
+#include "runtime/RankModel.h"
+
+namespace gsl::runtime {
+
+struct StepResult {
+  HostValue loss;    // lying as the step's first result
+  int64_t step = 0;  // the optimizer's step number t (from 1, continued by --resume)
+};
+
+// The step of leaf `l` (HostLeaf::Minimize) on its thunk's inputs
+// `values` (batches read), reported to `progress`. Errors throw RankError.
+StepResult trainingStep(RankModel& model, const frontend::HostLeaf& l, const std::vector<HostValue>& values,
+                        Progress& progress);
+
+}  // namespace gsl::runtime
