@@ -25,9 +25,9 @@ void OpLowering::emitSlice(const ir::Op& op) {
 
 void OpLowering::emitTranspose(const ir::Op& op) {
   IRValue in = op.operands[0];
-  Strides inSt = rowMajor(in->type.shape), st;
+  Strides inSt = rowMajorStrides(in->type.shape), st;
   for (int64_t p : op.attrs.getInts("perm")) st.push_back(inSt[p]);
-  copyWords(ptr(op.result), ptr(in), op.result->type.shape, rowMajor(op.result->type.shape), st,
+  copyWords(ptr(op.result), ptr(in), op.result->type.shape, rowMajorStrides(op.result->type.shape), st,
             in->type.dtype == DType::BF16 ? i16_ : i32_);
 }
 

@@ -244,7 +244,7 @@ void OpLowering::emitElementwise(const ir::Op& op) {
   treeLeaves(op, leaves);
   std::vector<Strides> st;
   for (IRValue v : leaves) st.push_back(bcastStrides(v->type.shape, space));
-  st.push_back(rowMajor(space));
+  st.push_back(rowMajorStrides(space));
   std::vector<Strides*> sp;
   for (auto& s : st) sp.push_back(&s);
   collapse(space, sp);

@@ -209,7 +209,7 @@ void OpLowering::emitLayerNorm(const ir::Op& op) {
   for (int64_t a : op.attrs.getInts("axis")) kept[a] = 1;
   const int64_t groups = numel(kept);
   const double count = (double)in->type.numElements() / (double)groups;
-  Strides xSt = rowMajor(space), accSt = bcastStrides(kept, space);
+  Strides xSt = rowMajorStrides(space), accSt = bcastStrides(kept, space);
   collapse(space, {&xSt, &accSt});
   llvm::Value *x = ptr(in), *out = ptr(op.result);
   llvm::Value *mean = tempPtr(0), *var = tempPtr((size_t)groups * 8);
@@ -271,7 +271,7 @@ void OpLowering::emitEinsumLoops(const ir::Op& op) {
   for (auto& [ch, n] : size)
     if (es.output.find(ch) == std::string::npos) summed += ch;
   auto stridesOver = [&](const std::string& loopLabels, size_t operand) {
-    Strides own = rowMajor(op.operands[operand]->type.shape), st(loopLabels.size(), 0);
+    Strides own = rowMajorStrides(op.operands[operand]->type.shape), st(loopLabels.size(), 0);
     for (size_t d = 0; d < es.inputs[operand].size(); ++d) {
       size_t p = loopLabels.find(es.inputs[operand][d]);
       if (p != std::string::npos) st[p] += own[d];
@@ -284,7 +284,7 @@ void OpLowering::emitEinsumLoops(const ir::Op& op) {
   std::vector<llvm::Value*> in;
   for (IRValue v : op.operands) in.push_back(ptr(v));
   llvm::Value* out = ptr(op.result);
-  map(outShape, {rowMajor(outShape)}, [&](const std::vector<llvm::Value*>& oivs, const std::vector<llvm::Value*>& o) {
+  map(outShape, {rowMajorStrides(outShape)}, [&](const std::vector<llvm::Value*>& oivs, const std::vector<llvm::Value*>& o) {
     // Each operand's offset = its part over the output labels + its part
     // over the summed labels.
     std::vector<llvm::Value*> base;
