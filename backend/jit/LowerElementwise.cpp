@@ -106,6 +106,22 @@ llvm::Value* OpLowering::evalBF16(const ir::Op& op, const std::vector<llvm::Valu
   return binary(op.kind, DType::F32, in[0], in[1]);
 }
 
+// The kinds unary, binary and evalOp below generate (each on the dtypes
+// its type rule admits); keep in step with their switches.
+bool lowersElementwise(OpKind k) {
+  switch (k) {
+    case OpKind::Copy: case OpKind::Neg: case OpKind::Abs: case OpKind::Relu: case OpKind::Exp: case OpKind::Log:
+    case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Tanh: case OpKind::Gelu: case OpKind::Erf:
+    case OpKind::GeluExact: case OpKind::Sigmoid: case OpKind::Not: case OpKind::Cast:
+    case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Pow: case OpKind::Mod:
+    case OpKind::FloorDiv: case OpKind::Maximum: case OpKind::Minimum: case OpKind::Eq: case OpKind::Ne:
+    case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge: case OpKind::And: case OpKind::Or:
+    case OpKind::Where: case OpKind::Broadcast:
+      return true;
+    default: return false;
+  }
+}
+
 // fn(x) for a C function f32 -> f32 without side effects (declared so,
 // which lets LLVM hoist and vectorise around the call).
 llvm::Value* OpLowering::callPureF32(const char* fn, llvm::Value* x) {

@@ -2,6 +2,7 @@
 // Internal to backend/jit; its members are defined by topic, one file
 // each:
 //   OpLowering.cpp        the walk over the ops, the dispatch by op kind,
+//                         which kinds have generated code (hasLowering),
 //                         and the ops that are one helper call (params,
 //                         collectives, random, the reference-kernel fallback)
 //   Outlining.cpp         kernel functions: which ops get one, and identical
@@ -30,6 +31,10 @@ namespace gsl::backend::jit {
 // The constant op's value converted to its element type, as Kernels.cpp.
 double constantValue(const ir::Op& op);
 int32_t constantWord(const ir::Op& op, ir::DType dt);
+
+// Whether LowerElementwise.cpp generates code for the elementwise kind `k`
+// (hasLowering's answer for unary, binary and ternary ops and broadcast).
+bool lowersElementwise(ir::OpKind k);
 
 class OpLowering : public GemmEmitter {
  public:

@@ -1,6 +1,7 @@
 // Op lowering: the LLVM IR of each op kind, emitted into straight-line
 // code of loop nests built with IRBuilder. This file walks the planned ops
-// and dispatches on their kind (OpLowering::emitOp); Lowering.h lists the files that emit each kind.
+// and dispatches on their kind (OpLowering::emitOp; which kinds have code:
+// hasLowering); Lowering.h lists the files that emit each kind.
 //
 // What is generated and what is called:
 //   generated: every elementwise op (unary, binary, where, cast, compare,
@@ -51,6 +52,16 @@ using ir::DType;
 using ir::OpClass;
 using ir::OpKind;
 
+namespace {
+
+// Kinds whose lowering a test hides (ScopedHiddenLowering).
+std::vector<OpKind>& hiddenKinds() {
+  static std::vector<OpKind> kinds;
+  return kinds;
+}
+
+}  // namespace
+
 double constantValue(const ir::Op& op) {
   const ir::Attr* v = op.attrs.get("value");
   GSL_ASSERT(v, "jit: constant without a value");
@@ -67,6 +78,38 @@ int32_t constantWord(const ir::Op& op, DType dt) {
   if (d >= 2147483647.0) return std::numeric_limits<int32_t>::max();
   if (d <= -2147483648.0) return std::numeric_limits<int32_t>::min();
   return (int32_t)d;
+}
+
+// The kinds emitOp dispatches (keep the two in step: a kind listed here
+// and not dispatched there is an internal error, the other way round the
+// op runs the reference kernel).
+bool hasLowering(OpKind k) {
+  if (std::find(hiddenKinds().begin(), hiddenKinds().end(), k) != hiddenKinds().end()) return false;
+  switch (k) {
+    case OpKind::Param: case OpKind::Constant: case OpKind::Reshape: case OpKind::Slice:
+    case OpKind::Sum: case OpKind::Mean: case OpKind::Max: case OpKind::Min: case OpKind::ArgMax:
+    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm: case OpKind::CumSum:
+    case OpKind::Transpose: case OpKind::Concat: case OpKind::OneHot: case OpKind::Take:
+    case OpKind::RandomUniform: case OpKind::Iota: case OpKind::Dropout: case OpKind::Loop:
+    case OpKind::DynamicIndex: case OpKind::DynamicUpdate: case OpKind::MatMul: case OpKind::Einsum:
+      return true;
+    default: break;
+  }
+  if (ir::opInfo(k).cls == OpClass::Collective) return true;
+  return isElementwise(k) && lowersElementwise(k);
+}
+
+ScopedHiddenLowering::ScopedHiddenLowering(OpKind k) : kind_(k) { hiddenKinds().push_back(k); }
+
+ScopedHiddenLowering::~ScopedHiddenLowering() {
+  auto& h = hiddenKinds();
+  h.erase(std::find(h.begin(), h.end(), kind_));
+}
+
+std::string hiddenLoweringsKey() {
+  std::string s;
+  for (OpKind k : hiddenKinds()) s += std::to_string(int(k)) + ",";
+  return s.empty() ? s : ";hidden=" + s;
 }
 
 OpLowering::OpLowering(const ir::Function& f, const BufferPlan& plan, const JitOptions& opts, llvm::Module& m)
@@ -131,13 +174,16 @@ void OpLowering::emitOp(const ir::Op& op) {
     default: break;
   }
   if (op.info().cls == OpClass::Collective) return emitCollective(op);
-  if (isElementwise(op.kind)) return emitElementwise(op);
-  emitFallback(op);
+  // hasLowering lists no other kind (an op without generated code is
+  // planned as a fallback, above).
+  GSL_ASSERT(isElementwise(op.kind), std::string("jit: hasLowering claims code for ") + op.info().mnemonic +
+                                         ", which emitOp does not dispatch");
+  emitElementwise(op);
 }
 
-
-// An op without generated code (one added to the op table after this
-// generator): the reference kernel, through gsl_rt_eval_op.
+// An op the buffer plan sends to the reference kernel (no lowering,
+// JitOptions::fallbackOps, a dtype the generated code does not handle):
+// backend::evalOp, through gsl_rt_eval_op, on the operands' buffers.
 void OpLowering::emitFallback(const ir::Op& op) {
   if (op.kind == OpKind::MatMul && op.result->type.dtype == DType::BF16 && opts_.bf16Dot) {
     // bf16 @ bf16 by vdpbf16ps (BF16Gemm.h); chosen at JIT time.
