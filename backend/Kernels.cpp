@@ -39,6 +39,7 @@
 #include "backend/Engine.h"
 #include "backend/LoopKernels.h"
 #include "backend/Random.h"
+#include "backend/Strides.h"
 #include "support/BF16.h"
 #include "support/Diagnostics.h"
 
@@ -50,18 +51,6 @@ using ir::OpKind;
 namespace {
 
 // ================================================================ helpers
-
-using Strides = std::vector<int64_t>;
-
-Strides rowMajorStrides(const Shape& s) {
-  Strides st(s.size());
-  int64_t acc = 1;
-  for (int d = (int)s.size() - 1; d >= 0; --d) {
-    st[d] = acc;
-    acc *= s[d];
-  }
-  return st;
-}
 
 int64_t numElements(const Shape& s) {
   int64_t n = 1;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "backend/jit/OpLowering.h"
 #include "support/Diagnostics.h"
 
 namespace gsl::backend::jit {
@@ -144,15 +145,10 @@ bool generatedForDType(const ir::Op& op, const JitOptions& opts) {
   return !bf16 || generatedBF16(op.kind);
 }
 
-// Ops sent to the reference kernel: JitOptions::fallbackOps, and ops on
-// dtypes the generated code does not handle (generatedForDType).
 void markFallback(const ir::Function& f, const JitOptions& opts, BufferPlan& p) {
   const size_t n = f.ops.size();
   p.fallback.assign(n, false);
-  for (size_t i = 0; i < n; ++i)
-    p.fallback[i] = (std::find(opts.fallbackOps.begin(), opts.fallbackOps.end(), f.ops[i]->kind) != opts.fallbackOps.end() ||
-                     !generatedForDType(*f.ops[i], opts)) &&
-                    f.ops[i]->kind != OpKind::Loop;  // no reference kernel: its body's ops follow the list
+  for (size_t i = 0; i < n; ++i) p.fallback[i] = runsReferenceKernel(*f.ops[i], opts);
 }
 
 // Elementwise code that is generated (and so may be fused), and ops that
@@ -446,6 +442,13 @@ void assignOffsets(const ir::Function& f, const std::unordered_map<IRValue, size
 }
 
 }  // namespace
+
+bool runsReferenceKernel(const ir::Op& op, const JitOptions& opts) {
+  if (op.kind == OpKind::Loop) return false;  // no reference kernel: its body's ops follow the list
+  return !hasLowering(op.kind) ||
+         std::find(opts.fallbackOps.begin(), opts.fallbackOps.end(), op.kind) != opts.fallbackOps.end() ||
+         !generatedForDType(op, opts);
+}
 
 bool isElementwise(OpKind k) {
   OpClass c = ir::opInfo(k).cls;

@@ -77,6 +77,15 @@ struct BufferPlan {
 // Plans `f` for `opts` (vectorWidth resolved: the GEMM plans depend on it).
 BufferPlan planBuffers(const ir::Function& f, const JitOptions& opts);
 
+// Whether `op` is planned as a fallback (BufferPlan::fallback): run by its
+// reference kernel (backend::evalOp, through gsl_rt_eval_op) rather than
+// generated code. So are ops of a kind op lowering has no code for
+// (jit::hasLowering: an op added to the op table with only its reference
+// kernel), JitOptions::fallbackOps, and ops on dtypes the generated code
+// does not handle (bf16 beyond the common ops). A fallback op is neither
+// fused into its consumer nor reads fused producers.
+bool runsReferenceKernel(const ir::Op& op, const JitOptions& opts);
+
 // Elementwise ops (generated as one loop nest, fusable): unary, binary,
 // ternary and broadcast.
 bool isElementwise(ir::OpKind k);

@@ -157,7 +157,7 @@ std::optional<Gemm> planEinsumGemm(const ir::EinsumSpec& es, const Shape& sa, co
   for (size_t d = 0; d < lb.size(); ++d) size[lb[d]] = sb[d];
   auto strides = [&](const std::string& l, const Shape& s) {
     LabelStrides t;
-    Strides st = rowMajor(s);
+    Strides st = rowMajorStrides(s);
     for (size_t d = 0; d < l.size(); ++d)
       if (s[d] != 1) t[l[d]] = st[d];
     return t;
@@ -188,7 +188,7 @@ std::optional<Gemm> planEinsumGemm(const ir::EinsumSpec& es, const Shape& sa, co
     cp.on = true;
     Shape shape;
     for (char c : order) shape.push_back(size[c]);
-    Strides dense = rowMajor(shape);
+    Strides dense = rowMajorStrides(shape);
     cp.shape = shape;
     cp.src.clear();
     cp.dst.clear();
@@ -249,7 +249,7 @@ Gemm planMatMul(const Shape& a, const Shape& b, const Shape& out) {
   g.batch = batch;
   g.bA = bcastStrides(ba, batch);
   g.bB = bcastStrides(bb, batch);
-  g.bC = rowMajor(batch);
+  g.bC = rowMajorStrides(batch);
   for (auto& s : g.bA) s *= g.M * g.K;
   for (auto& s : g.bB) s *= g.K * g.N;
   for (auto& s : g.bC) s *= g.M * g.N;

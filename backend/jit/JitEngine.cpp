@@ -43,6 +43,7 @@
 #include "backend/jit/Codegen.h"
 #include "backend/jit/Emitter.h"
 #include "backend/jit/ObjectCache.h"
+#include "backend/jit/OpLowering.h"
 #include "backend/jit/Runtime.h"
 #include "ir/Printer.h"
 #include "support/Diagnostics.h"
@@ -328,6 +329,11 @@ class Compiler {
   // without, it returns null at once.
   std::shared_ptr<const Compiled> request(const ir::Function& f, const JitOptions& opts, std::string key, bool wait) {
     const JitOptions resolved = resolve(opts);
+    // A test that hides a lowering (jit::ScopedHiddenLowering) gets code
+    // compiled without it ("" otherwise). The persistent cache needs no
+    // such suffix: its key holds the lowered LLVM IR, which shows the
+    // fallback.
+    key += jit::hiddenLoweringsKey();
     std::promise<std::shared_ptr<const Compiled>> promise;
     Future fut;
     bool mine = false;

@@ -1,7 +1,7 @@
 // How is each op emitted? Op lowering turns the ops of a planned function
 // into the body of one LLVM function (Emitter.h gives its signature); see
 // OpLowering.cpp for what is generated inline and what calls a runtime
-// helper.
+// helper, and which op kinds have code at all (hasLowering).
 #pragma once
 #include <string>
 #include <vector>
@@ -35,6 +35,34 @@ struct KernelCounts {
   size_t kernels = 0, calls = 0;
   std::vector<KernelOrigin> origins;  // every kernel and loop body, loop bodies' kernels included
 };
+
+// Whether op lowering generates code for ops of kind `k` (inline, or a
+// call of a runtime helper of its own). A kind without (an op added to the
+// op table with only its reference kernel) is planned as a fallback
+// (BufferPlan::fallback): the generated code calls backend::evalOp for it
+// through gsl_rt_eval_op, between the generated code of the ops around it,
+// which are not fused across it.
+bool hasLowering(ir::OpKind k);
+
+// Test-only: while one lives, hasLowering(k) is false, as for an op added
+// to the op table without a lowering. The engine's in-process cache keys
+// on the hidden kinds (hiddenLoweringsKey), so code compiled with the
+// lowering is not reused without it. Not thread-safe: create and destroy
+// it while no compile runs.
+class ScopedHiddenLowering {
+ public:
+  explicit ScopedHiddenLowering(ir::OpKind k);
+  ~ScopedHiddenLowering();
+  ScopedHiddenLowering(const ScopedHiddenLowering&) = delete;
+  ScopedHiddenLowering& operator=(const ScopedHiddenLowering&) = delete;
+
+ private:
+  ir::OpKind kind_;
+};
+
+// "" when no lowering is hidden (so the cache keys of ordinary runs do not
+// change), else the hidden kinds as text.
+std::string hiddenLoweringsKey();
 
 // Adds the function `symbol` to `m`: every live op of `f` that the plan
 // does not fuse, in order, with the buffers `plan` chose (planned for the

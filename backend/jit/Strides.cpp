@@ -12,19 +12,9 @@ int64_t numel(const Shape& s) {
   return n;
 }
 
-Strides rowMajor(const Shape& s) {
-  Strides st(s.size());
-  int64_t acc = 1;
-  for (int d = (int)s.size() - 1; d >= 0; --d) {
-    st[d] = acc;
-    acc *= s[d];
-  }
-  return st;
-}
-
 Strides bcastStrides(const Shape& in, const Shape& out) {
   GSL_ASSERT(in.size() <= out.size(), "jit: broadcast operand rank exceeds result rank");
-  Strides st(out.size(), 0), own = rowMajor(in);
+  Strides st(out.size(), 0), own = rowMajorStrides(in);
   size_t lead = out.size() - in.size();
   for (size_t i = 0; i < in.size(); ++i) {
     GSL_ASSERT(in[i] == out[lead + i] || in[i] == 1, "jit: incompatible broadcast");

@@ -5,16 +5,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/Strides.h"
 #include "ir/Type.h"
 
 namespace gsl::backend::jit {
 
-using Strides = std::vector<int64_t>;
+// Strides and rowMajorStrides: backend/Strides.h (the reference kernels'
+// too).
 
 int64_t numel(const ir::Shape& s);
-
-// Row-major strides of a tensor of shape `s`.
-Strides rowMajor(const ir::Shape& s);
 
 // Strides of a tensor of shape `in` read broadcast (NumPy, right-aligned)
 // over `out`: 0 where `in` has size 1 or no dim.
