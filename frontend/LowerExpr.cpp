@@ -47,6 +47,7 @@ EV Sema::emit(Ctx& c, OpKind k, std::vector<Value*> operands, AttrMap at, Source
 // an identity of its own (an argument, a param, an annotated value).
 Value* Sema::constrain(Ctx& c, Value* v, const Sharding& s, SourceLoc l) {
   if (v->sharding && *v->sharding == s) return v;
+  if (!v->def && v->argIndex >= 0) c.fn->wantSharding((size_t)v->argIndex, s);
   if (!v->def || v->sharding || v->def->kind == OpKind::Param)
     v = c.fn->append(OpKind::Copy, {v}, {}, v->type, l)->result;
   v->sharding = s;

@@ -74,6 +74,16 @@ int Function::renumberFrom(int id) {
   return id;
 }
 
+const std::optional<Sharding>& Function::wantedSharding(size_t i) const {
+  static const std::optional<Sharding> none;
+  return i < argWants.size() ? argWants[i] : none;
+}
+
+void Function::wantSharding(size_t i, const Sharding& s) {
+  if (argWants.size() <= i) argWants.resize(i + 1);
+  if (!argWants[i]) argWants[i] = s;
+}
+
 void Function::renumber() { renumberFrom(0); }
 
 std::unique_ptr<Function> Function::clone() const {
@@ -95,6 +105,7 @@ std::unique_ptr<Function> Function::clone() const {
   }
   for (Value* r : results) f->results.push_back(map.at(r));
   f->resultShardings = resultShardings;
+  f->argWants = argWants;
   f->train = train;
   return f;
 }

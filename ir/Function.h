@@ -45,6 +45,16 @@ struct Function {
   std::vector<std::unique_ptr<Op>> ops;  // in execution order
   std::vector<Value*> results;
   std::vector<std::optional<Sharding>> resultShardings;  // from `-> T @shard(...)`
+  // How the function wants argument i to lie: the first `@shard` the front
+  // end put on the argument itself (a callee's annotated parameter inlined
+  // into a host thunk, or `@shard` on the name), in op order. The IR keeps
+  // that annotation as a `copy` of the argument; this is the same sharding,
+  // typed, for the runtime (a batch is read as its thunk wants it) and the
+  // weight-update sharding pass (the data-parallel axes), so neither
+  // pattern-matches copies. Shorter than args when later args want nothing.
+  std::vector<std::optional<Sharding>> argWants;
+  const std::optional<Sharding>& wantedSharding(size_t i) const;
+  void wantSharding(size_t i, const Sharding& s);
   SourceLoc loc;
   std::optional<TrainRequest> train;
 

@@ -837,6 +837,11 @@ class Parser {
       op->results[i]->sharding = std::move(shardings[i]);
       if (!define(scope, *ids[i], op->results[i])) return false;
     }
+    // IR text keeps an argument's wanted sharding as an annotated copy of
+    // it (Function::argWants): read back here, where the text enters.
+    if (op->kind == OpKind::Copy && op->result->sharding && !op->operands[0]->def &&
+        op->operands[0]->argIndex >= 0)
+      f.wantSharding((size_t)op->operands[0]->argIndex, *op->result->sharding);
     return true;
   }
 

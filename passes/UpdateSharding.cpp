@@ -53,10 +53,8 @@ DataAxes dataAxes(const Module &m, const Function &f, size_t nData) {
   for (size_t i = 0; i < nData; ++i) {
     if (f.args[i]->sharding)
       seen.push_back(&*f.args[i]->sharding);
-    for (const auto &op : f.ops)
-      if (op->kind == OpKind::Copy && op->operands[0] == f.args[i] &&
-          op->result->sharding)
-        seen.push_back(&*op->result->sharding);
+    if (const auto &w = f.wantedSharding(i))
+      seen.push_back(&*w);
   }
   DataAxes r;
   std::set<std::string> used;

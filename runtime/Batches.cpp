@@ -135,7 +135,7 @@ HostValue Batcher::readBatch(const PendingBatch& p, const std::optional<Sharding
 
 void Batcher::readPending(const ir::Function& fn, std::vector<HostValue>& in) {
   for (size_t i = 0; i < in.size(); ++i)
-    if (in[i].pending) in[i] = readBatch(*in[i].pending, wantedSharding(fn, i));
+    if (in[i].pending) in[i] = readBatch(*in[i].pending, fn.wantedSharding(i));
 }
 
 }  // namespace gsl::runtime

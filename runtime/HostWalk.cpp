@@ -74,13 +74,6 @@ const ir::Function& PerRankPrograms::gatherProgram(const std::vector<std::string
   return *(cache_[std::move(key)] = std::move(local));
 }
 
-std::optional<Sharding> wantedSharding(const ir::Function& fn, size_t i) {
-  for (const auto& op : fn.ops)
-    if (op->kind == ir::OpKind::Copy && op->operands[0] == fn.args[i] && op->result->sharding)
-      return op->result->sharding;
-  return std::nullopt;
-}
-
 bool isBatchLet(const frontend::Thunk& th) {
   if (th.leaves.size() != 2 || th.fn->results.size() != 2) return false;
   for (size_t i = 0; i < 2; ++i)
@@ -95,7 +88,7 @@ namespace {
 void placeBatches(const ir::Function& fn, std::vector<WalkedValue>& in) {
   for (size_t i = 0; i < in.size(); ++i)
     if (in[i].batch) {
-      in[i].sharding = wantedSharding(fn, i);
+      in[i].sharding = fn.wantedSharding(i);
       in[i].batch = false;
     }
 }

@@ -65,17 +65,12 @@ std::unique_ptr<ir::Function> thunkForInputs(const frontend::Thunk& th,
 
 // How a host input lies, for every leaf but a variable, a batch and a
 // training step: `load` as annotated, the rest (exists, start_step) whole.
-// A batch lies as the thunk that takes it wants it (wantedSharding): its
+// A batch lies as the thunk that takes it wants it (ir::Function::wantedSharding): its
 // two halves are made (read from the file, generated) when a thunk takes
 // them, this rank's block only.
 inline std::optional<ir::Sharding> leafSharding(const frontend::HostLeaf& l) {
   return l.kind == frontend::HostLeaf::Load ? l.sharding : std::nullopt;
 }
-
-// How thunk function `fn` wants its argument `i` to lie: the sharding of a
-// copy of it that the front end annotated (the `@shard` of a parameter of
-// the function the thunk calls), else whole.
-std::optional<ir::Sharding> wantedSharding(const ir::Function& fn, size_t i);
 
 // Whether thunk `th` is `let (x, y) = batch(data, step)`: it passes on its
 // two batch leaves as they are (the walk keeps them unmade).
