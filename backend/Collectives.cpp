@@ -137,12 +137,12 @@ void collectiveInto(const Op& op, const void* in, void* out, const KernelContext
     for (int64_t a : op.attrs.getInts("axes"))
       axes.push_back(mesh && a >= 0 && a < (int64_t)mesh->axes.size() ? mesh->axes[a].name : std::to_string(a));
     traced.arg("axes", axes);
-    if (ctx.comm) sentBefore = ctx.comm->stats.bytesSent[op.info().mnemonic];
+    if (ctx.comm) sentBefore = ctx.comm->stats.bytesSent[op.kind];
   }
   auto t0 = std::chrono::steady_clock::now();
   collectiveImpl(op, static_cast<const char*>(in), static_cast<char*>(out), ctx);
   if (ctx.comm) ctx.comm->stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (traced && ctx.comm) traced.arg("bytes_sent", (int64_t)(ctx.comm->stats.bytesSent[op.info().mnemonic] - sentBefore));
+  if (traced && ctx.comm) traced.arg("bytes_sent", (int64_t)(ctx.comm->stats.bytesSent[op.kind] - sentBefore));
 }
 
 static void collectiveImpl(const Op& op, const char* in, char* out, const KernelContext& ctx) {

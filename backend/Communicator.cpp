@@ -60,7 +60,7 @@ void Communicator::collective(const CollectiveCall& c) {
     auto me = std::find(c.group->begin(), c.group->end(), rank()) - c.group->begin();
     if ((*c.perm)[me] == me) sent = 0;
   }
-  stats.add(ir::opName(c.kind), sent);
+  stats.add(c.kind, sent);
 }
 
 }  // namespace gsl::backend

@@ -27,10 +27,10 @@ enum class ReduceOp { Sum, Max, Min };
 // Bytes this rank sent, per collective kind (the op's mnemonic,
 // "all_reduce", ...), and counts.
 struct CommStats {
-  std::map<std::string, uint64_t> bytesSent;
-  std::map<std::string, uint64_t> calls;
+  ir::OpKindMap<uint64_t> bytesSent;
+  ir::OpKindMap<uint64_t> calls;
   double seconds = 0;  // wall time spent in collective ops (kernels included)
-  void add(const std::string& kind, uint64_t bytes) {
+  void add(ir::OpKind kind, uint64_t bytes) {
     bytesSent[kind] += bytes;
     calls[kind] += 1;
   }

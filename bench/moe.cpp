@@ -127,7 +127,7 @@ gsl::passes::CollectiveCost allToAll(int64_t np) {
     auto copy = f->clone();
     auto local = gsl::passes::buildPerRankProgram(mod, *copy, false);
     auto cost = gsl::passes::estimateCost(mod, *local);
-    auto it = cost.collectives.find("all_to_all");
+    auto it = cost.collectives.find(gsl::ir::OpKind::AllToAll);
     if (it != cost.collectives.end() && it->second.calls) return it->second;
   }
   return {};

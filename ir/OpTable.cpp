@@ -699,6 +699,8 @@ const OpInfo* lookupMnemonic(std::string_view m) {
   return nullptr;
 }
 
+bool ByMnemonic::operator()(OpKind a, OpKind b) const { return std::string_view(opName(a)) < opName(b); }
+
 const OpInfo* lookupBuiltin(std::string_view name) {
   for (const auto& o : allOps())
     if (o.builtin && name == o.builtin) return &o;

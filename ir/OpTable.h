@@ -27,6 +27,7 @@
 // row lacks a column its class needs.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -208,6 +209,13 @@ struct OpInfo {
 
 const OpInfo& opInfo(OpKind k);
 const char* opName(OpKind k);
+// Op kinds ordered by mnemonic: maps keyed by kind (the collectives' stats
+// and costs) iterate in the order their printed forms have always had.
+struct ByMnemonic {
+  bool operator()(OpKind a, OpKind b) const;
+};
+template <class T>
+using OpKindMap = std::map<OpKind, T, ByMnemonic>;
 const OpInfo* lookupMnemonic(std::string_view m);
 const OpInfo* lookupBuiltin(std::string_view name);
 // All ops, in table order (for docs, editors and completion).

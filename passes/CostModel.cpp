@@ -77,7 +77,7 @@ Cost estimateCost(const Module& m, const Function& f) {
         if (mesh)
           for (auto a : op.attrs.getInts("axes")) n *= (uint64_t)mesh->axes[a].size;
       }
-      auto& cc = c.collectives[op.info().mnemonic];
+      auto& cc = c.collectives[op.kind];
       cc.calls += 1;
       cc.bytes += volume(n, bytesOf(op.operands[0]->type));
     }
@@ -95,7 +95,7 @@ Cost estimateCost(const Module& m, const Function& f) {
 
 nlohmann::ordered_json costJson(const Cost& c) {
   nlohmann::ordered_json collectives = nlohmann::ordered_json::object();
-  for (const auto& [kind, v] : c.collectives) collectives[kind] = {{"calls", v.calls}, {"bytes", v.bytes}};
+  for (const auto& [kind, v] : c.collectives) collectives[ir::opName(kind)] = {{"calls", v.calls}, {"bytes", v.bytes}};
   return {{"flops", c.flops},
           {"param_bytes", c.paramBytes},
           {"peak_activation_bytes", c.peakActivationBytes},

@@ -31,7 +31,7 @@ struct Cost {
   uint64_t flops = 0;
   uint64_t paramBytes = 0;
   uint64_t peakActivationBytes = 0;
-  std::map<std::string, CollectiveCost> collectives;
+  ir::OpKindMap<CollectiveCost> collectives;  // iterated by mnemonic
 };
 
 Cost estimateCost(const ir::Module& m, const ir::Function& f);

@@ -453,11 +453,11 @@ std::string costTable(const std::vector<const passes::Cost*>& costs, const std::
   row("flops", [](const passes::Cost& c) { return thousands(c.flops); });
   row("param bytes", [](const passes::Cost& c) { return bytes(c.paramBytes); });
   row("peak activation bytes", [](const passes::Cost& c) { return bytes(c.peakActivationBytes); });
-  std::set<std::string> kinds;
+  std::set<ir::OpKind, ir::ByMnemonic> kinds;
   for (const auto* c : costs)
     for (const auto& [k, v] : c->collectives) kinds.insert(k);
-  for (const auto& k : kinds)
-    row(k, [&](const passes::Cost& c) {
+  for (ir::OpKind k : kinds)
+    row(ir::opName(k), [&](const passes::Cost& c) {
       auto it = c.collectives.find(k);
       if (it == c.collectives.end() || it->second.calls == 0) return std::string("-");
       return std::to_string(it->second.calls) + (it->second.calls == 1 ? " call, " : " calls, ") + bytes(it->second.bytes);

@@ -98,7 +98,7 @@ struct MemoryEstimate {
     // What one step sends per rank, by collective kind (passes/CostModel):
     // all_reduce of the gradients, or with weight-update sharding their
     // reduce_scatter and the new params' all_gather.
-    std::map<std::string, passes::CollectiveCost> collectives;
+    ir::OpKindMap<passes::CollectiveCost> collectives;
     SourceLoc where;
     uint64_t peak() const {
       return addBytes(addBytes(addBytes(paramBytes, stateBytes), addBytes(inputBytes, activationBytes)), resultBytes);

@@ -144,15 +144,15 @@ int main(int argc, char** argv) {
       fs[i] = (float)(i % 7) + 0.25f * (float)rank;
       bs[i] = gsl::f32ToBF16(fs[i]);
     }
-    auto sent = [&](const char* kind, const std::function<void()>& call) {
+    auto sent = [&](ir::OpKind kind, const std::function<void()>& call) {
       const uint64_t before = comm.stats.bytesSent[kind];
       call();
       return comm.stats.bytesSent[kind] - before;
     };
-    const uint64_t arB = sent("all_reduce", [&] { comm.allReduce(world, b.data(), count, DType::BF16, ReduceOp::Sum); });
-    const uint64_t arF = sent("all_reduce", [&] { comm.allReduce(world, f.data(), count, DType::F32, ReduceOp::Sum); });
-    const uint64_t rsB = sent("reduce_scatter", [&] { comm.reduceScatter(world, bs.data(), count, DType::BF16, br.data()); });
-    const uint64_t rsF = sent("reduce_scatter", [&] { comm.reduceScatter(world, fs.data(), count, DType::F32, fr.data()); });
+    const uint64_t arB = sent(ir::OpKind::AllReduce, [&] { comm.allReduce(world, b.data(), count, DType::BF16, ReduceOp::Sum); });
+    const uint64_t arF = sent(ir::OpKind::AllReduce, [&] { comm.allReduce(world, f.data(), count, DType::F32, ReduceOp::Sum); });
+    const uint64_t rsB = sent(ir::OpKind::ReduceScatter, [&] { comm.reduceScatter(world, bs.data(), count, DType::BF16, br.data()); });
+    const uint64_t rsF = sent(ir::OpKind::ReduceScatter, [&] { comm.reduceScatter(world, fs.data(), count, DType::F32, fr.data()); });
     for (size_t i = 0; i < count; ++i) {
       if (gsl::bf16ToF32(b[i]) != gsl::roundBF16(f[i])) fail(rank, "bf16 all_reduce element " + std::to_string(i));
       if (gsl::bf16ToF32(br[i]) != gsl::roundBF16(fr[i])) fail(rank, "bf16 reduce_scatter element " + std::to_string(i));

@@ -374,14 +374,15 @@ inline std::string checkRank(const Case& c, const ir::Mesh& mesh, int rank, cons
     if (!bad++) first = "element " + std::to_string(i) + " is " + show(got) + ", expected " + show(want);
   }
   if (bad) return where + std::to_string(bad) + " wrong elements; first: " + first;
-  const std::string kind = ir::opInfo(c.op->op->kind).mnemonic;
+  const ir::OpKind kindId = c.op->op->kind;
+  const std::string kind = ir::opName(kindId);
   if (!c.bytes) {
     if (!st.calls.empty()) return where + "a local op communicated";
     return "";
   }
-  auto it = st.bytesSent.find(kind);
+  auto it = st.bytesSent.find(kindId);
   uint64_t sent = it == st.bytesSent.end() ? 0 : it->second;
-  auto ct = st.calls.find(kind);
+  auto ct = st.calls.find(kindId);
   if (ct == st.calls.end() || ct->second != 1 || st.calls.size() != 1)
     return where + "expected exactly one " + kind + " call in the stats";
   if (sent != c.bytes(idx))

@@ -155,10 +155,10 @@ TEST_CASE("the per-rank loop: collectives inside the body, local types, and thei
   CHECK(inBody == 1);
   CHECK(outside == 0);
   passes::Cost c = passes::estimateCost(*m, *local);
-  REQUIRE(c.collectives.count("all_reduce"));
-  CHECK(c.collectives.at("all_reduce").calls == 4);
+  REQUIRE(c.collectives.count(ir::OpKind::AllReduce));
+  CHECK(c.collectives.at(ir::OpKind::AllReduce).calls == 4);
   // Each call sends 2 (n-1)/n of the f32[6, 8] block.
-  CHECK(c.collectives.at("all_reduce").bytes == 4 * (6 * 8 * 4));
+  CHECK(c.collectives.at(ir::OpKind::AllReduce).bytes == 4 * (6 * 8 * 4));
   // Per rank per iteration: (6x8x8) + (6x8x8) multiply-adds, 2 flops each.
   CHECK(c.flops == 4 * 2 * (6 * 8 * 8 + 6 * 8 * 8));
 }

@@ -101,7 +101,7 @@ TEST_CASE("bf16 collectives send half the bytes of f32 and give the f32 result r
     Run f = run(c.k, DType::F32, s, c.at);
     Run b = run(c.k, DType::BF16, s, c.at);
     for (int rank = 0; rank < 4; ++rank) {
-      const uint64_t fb = f.stats[rank].bytesSent.at(c.name), bb = b.stats[rank].bytesSent.at(c.name);
+      const uint64_t fb = f.stats[rank].bytesSent.at(c.k), bb = b.stats[rank].bytesSent.at(c.k);
       CHECK(fb > 0);
       CHECK(bb * 2 == fb);
       REQUIRE(b.out[rank].shape() == f.out[rank].shape());

@@ -144,13 +144,13 @@ TEST_CASE("ThreadComm: bytes sent per collective") {
     stats[r] = c.stats;
   });
   for (auto& s : stats) {
-    CHECK(s.bytesSent["all_gather"] == 300);
-    CHECK(s.bytesSent["all_reduce"] == 600);  // 2 (n-1)/n of 400 bytes
-    CHECK(s.bytesSent["reduce_scatter"] == 120);
-    CHECK(s.bytesSent["all_to_all"] == 120);
-    CHECK(s.bytesSent["collective_permute"] == 40);
-    CHECK(s.calls["collective_permute"] == 2);
-    CHECK(s.calls["all_reduce"] == 1);
+    CHECK(s.bytesSent[ir::OpKind::AllGather] == 300);
+    CHECK(s.bytesSent[ir::OpKind::AllReduce] == 600);  // 2 (n-1)/n of 400 bytes
+    CHECK(s.bytesSent[ir::OpKind::ReduceScatter] == 120);
+    CHECK(s.bytesSent[ir::OpKind::AllToAll] == 120);
+    CHECK(s.bytesSent[ir::OpKind::CollectivePermute] == 40);
+    CHECK(s.calls[ir::OpKind::CollectivePermute] == 2);
+    CHECK(s.calls[ir::OpKind::AllReduce] == 1);
   }
 }
 

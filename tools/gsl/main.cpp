@@ -195,7 +195,7 @@ nlohmann::ordered_json statsJson(const gsl::ir::Module& mod,
     nlohmann::ordered_json collectives = nlohmann::ordered_json::object();
     uint64_t sent = 0;
     for (const auto& [kind, v] : training->collectives) {
-      collectives[kind] = {{"calls", v.calls}, {"bytes", v.bytes}};
+      collectives[gsl::ir::opName(kind)] = {{"calls", v.calls}, {"bytes", v.bytes}};
       sent += v.bytes;
     }
     out["training"] = {{"param_bytes", training->paramBytes},
