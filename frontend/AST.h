@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "frontend/Operators.h"
 #include "ir/Type.h"
 #include "support/SourceLoc.h"
 
@@ -44,8 +45,8 @@ enum class ExprKind {
   Method,                           // object.member(args), e.g. opt.minimize(loss, x, y)
   List,                             // [a, b, c] (static lists; concat's operands)
   Tuple,                            // (a, b) (return only)
-  Unary,                            // op in {-, +, not}
-  Binary,                           // op in {+ - * / % ** @ == != < <= > >= and or}
+  Unary,                            // unaryOp: - + not
+  Binary,                           // binaryOp: + - * / % // ** @ == != < <= > >= and or
   Annot,                            // expr @shard(...)
   Load,                             // load(path) : TYPE [@shard(...)]
   Index,                            // base[items]: elems[0] is the base, indices the items
@@ -68,7 +69,9 @@ struct Expr {
   double fval = 0;      // Float
   bool bval = false;    // Bool
   ir::DType dtype{};    // DType
-  std::string text;     // String value, Name, Call callee, Method object, Unary/Binary operator
+  std::string text;     // String value, Name, Call callee, Method object
+  BinaryOp binaryOp{};  // Binary
+  UnaryOp unaryOp{};    // Unary
   std::string member;   // Method: the member called
   std::vector<ExprPtr> elems;  // List/Tuple elements; Unary/Binary operands; Annot/Load inner
   std::vector<CallArg> args;   // Call

@@ -85,9 +85,9 @@ std::string exprStr(const Expr& e) {
       return r + (e.kind == ExprKind::List ? "]" : ")");
     }
     case ExprKind::Unary:
-      return "(" + e.text + (e.text == "not" ? " " : "") + exprStr(*e.elems[0]) + ")";
+      return "(" + std::string(spelling(e.unaryOp)) + (e.unaryOp == UnaryOp::Not ? " " : "") + exprStr(*e.elems[0]) + ")";
     case ExprKind::Binary:
-      return "(" + exprStr(*e.elems[0]) + " " + e.text + " " + exprStr(*e.elems[1]) + ")";
+      return "(" + exprStr(*e.elems[0]) + " " + spelling(e.binaryOp) + " " + exprStr(*e.elems[1]) + ")";
     case ExprKind::Annot: return "(" + exprStr(*e.elems[0]) + " " + annotStr(*e.annot) + ")";
     case ExprKind::Member: return e.text + "." + e.member;
     case ExprKind::Index: {

@@ -30,11 +30,13 @@ std::optional<Num> Sema::constEval(const ast::Expr& e) {
     case ast::ExprKind::Unary: {
       auto v = constEval(*e.elems[0]);
       if (!v) return v;
-      if (e.text == "+") return v;
-      if (e.text == "-") {
-        if (v->isInt) v->i = -v->i;
-        else v->f = -v->f;
-        return v;
+      switch (e.unaryOp) {
+        case ast::UnaryOp::Plus: return v;
+        case ast::UnaryOp::Neg:
+          if (v->isInt) v->i = -v->i;
+          else v->f = -v->f;
+          return v;
+        case ast::UnaryOp::Not: break;
       }
       break;
     }
@@ -44,13 +46,13 @@ std::optional<Num> Sema::constEval(const ast::Expr& e) {
       if (!a || !b) return std::nullopt;
       // An inexact division that involves NP is usually a mesh that needs
       // another -np (`NP / 2` at -np 1): say so.
-      if (e.text == "/" && a->isInt && b->isInt && b->i != 0 && b->i != -1 && a->i % b->i != 0 && dependsOnNP(e)) {
+      if (e.binaryOp == ast::BinaryOp::Div && a->isInt && b->isInt && b->i != 0 && b->i != -1 && a->i % b->i != 0 && dependsOnNP(e)) {
         err(e.loc, std::to_string(a->i) + " / " + std::to_string(b->i) +
                        " is not exact (const division must divide evenly; NP = " + std::to_string(opts_.np) +
                        ", the number of ranks given by -np)");
         return std::nullopt;
       }
-      return foldBinary(e.text, *a, *b, e.loc, true);
+      return foldBinary(e.binaryOp, *a, *b, e.loc, true);
     }
     case ast::ExprKind::Call: {
       // ceil(x) / floor(x) round a real value (`ceil(2.0 * S / E)`: a
@@ -94,68 +96,76 @@ std::vector<std::string> Sema::constNames() const {
 
 // Folds a binary op on two numbers. `exactDiv`: integer `/` must divide
 // exactly (const expressions); otherwise `/` is true division.
-std::optional<Num> Sema::foldBinary(const std::string& op, Num a, Num b, SourceLoc l, bool exactDiv) {
+std::optional<Num> Sema::foldBinary(ast::BinaryOp op, Num a, Num b, SourceLoc l, bool exactDiv) {
+  using B = ast::BinaryOp;
+  if (!ast::info(op).arithmetic) {
+    err(l, std::string("operator '") + ast::spelling(op) + "' is not allowed in a constant expression");
+    return std::nullopt;
+  }
   if (a.isInt && b.isInt) {
     int64_t r = 0;
     bool ovf = false;
-    if (op == "+") ovf = __builtin_add_overflow(a.i, b.i, &r);
-    else if (op == "-") ovf = __builtin_sub_overflow(a.i, b.i, &r);
-    else if (op == "*") ovf = __builtin_mul_overflow(a.i, b.i, &r);
-    else if (op == "/" || op == "%" || op == "//") {
-      if (b.i == 0) {
-        err(l, "division by zero in a constant expression");
-        return std::nullopt;
-      }
-      // Outside const expressions `/` is true division (f32) even when it
-      // divides evenly: 6 / 3 is 2.0, as i32 / i32 on tensors.
-      if (op == "/" && !exactDiv) return Num{false, 0, (double)a.i / (double)b.i};
-      if (b.i == -1) {  // INT64_MIN / -1 overflows (and INT64_MIN % -1 traps)
-        if (op != "%") ovf = __builtin_sub_overflow(int64_t(0), a.i, &r);
-        else r = 0;
-      } else if (op == "/") {
-        if (a.i % b.i != 0) {
-          err(l, std::to_string(a.i) + " / " + std::to_string(b.i) + " is not exact (const division must divide evenly)");
+    switch (op) {
+      case B::Add: ovf = __builtin_add_overflow(a.i, b.i, &r); break;
+      case B::Sub: ovf = __builtin_sub_overflow(a.i, b.i, &r); break;
+      case B::Mul: ovf = __builtin_mul_overflow(a.i, b.i, &r); break;
+      case B::Div:
+      case B::Mod:
+      case B::FloorDiv:
+        if (b.i == 0) {
+          err(l, "division by zero in a constant expression");
           return std::nullopt;
         }
-        r = a.i / b.i;
-      } else if (op == "//") {  // Python's //: rounded toward minus infinity
-        r = a.i / b.i;
-        if (a.i % b.i != 0 && (a.i % b.i < 0) != (b.i < 0)) --r;
-      } else {  // Python's %: the result has the divisor's sign
-        r = a.i % b.i;
-        if (r != 0 && (r < 0) != (b.i < 0)) r += b.i;
+        // Outside const expressions `/` is true division (f32) even when it
+        // divides evenly: 6 / 3 is 2.0, as i32 / i32 on tensors.
+        if (op == B::Div && !exactDiv) return Num{false, 0, (double)a.i / (double)b.i};
+        if (b.i == -1) {  // INT64_MIN / -1 overflows (and INT64_MIN % -1 traps)
+          if (op != B::Mod) ovf = __builtin_sub_overflow(int64_t(0), a.i, &r);
+          else r = 0;
+        } else if (op == B::Div) {
+          if (a.i % b.i != 0) {
+            err(l, std::to_string(a.i) + " / " + std::to_string(b.i) + " is not exact (const division must divide evenly)");
+            return std::nullopt;
+          }
+          r = a.i / b.i;
+        } else if (op == B::FloorDiv) {  // Python's //: rounded toward minus infinity
+          r = a.i / b.i;
+          if (a.i % b.i != 0 && (a.i % b.i < 0) != (b.i < 0)) --r;
+        } else {  // Python's %: the result has the divisor's sign
+          r = a.i % b.i;
+          if (r != 0 && (r < 0) != (b.i < 0)) r += b.i;
+        }
+        break;
+      case B::Pow: {
+        if (b.i < 0) return Num{false, 0, std::pow((double)a.i, (double)b.i)};
+        // Square and multiply: 1 ** 10**15 must not loop 10**15 times.
+        r = 1;
+        int64_t base = a.i;
+        for (int64_t k = b.i; k > 0 && !ovf; k >>= 1) {
+          if (k & 1) ovf = __builtin_mul_overflow(r, base, &r);
+          if (k > 1 && !ovf) ovf = __builtin_mul_overflow(base, base, &base);
+        }
+        break;
       }
-    } else if (op == "**") {
-      if (b.i < 0) return Num{false, 0, std::pow((double)a.i, (double)b.i)};
-      // Square and multiply: 1 ** 10**15 must not loop 10**15 times.
-      r = 1;
-      int64_t base = a.i;
-      for (int64_t k = b.i; k > 0 && !ovf; k >>= 1) {
-        if (k & 1) ovf = __builtin_mul_overflow(r, base, &r);
-        if (k > 1 && !ovf) ovf = __builtin_mul_overflow(base, base, &base);
-      }
-    } else {
-      err(l, "operator '" + op + "' is not allowed in a constant expression");
-      return std::nullopt;
+      default: GSL_ASSERT(false, std::string("foldBinary: no integer fold for '") + ast::spelling(op) + "'");
     }
     if (ovf) {
-      err(l, "integer overflow in a constant expression: " + std::to_string(a.i) + " " + op + " " +
+      err(l, "integer overflow in a constant expression: " + std::to_string(a.i) + " " + ast::spelling(op) + " " +
                  std::to_string(b.i) + " does not fit in 64 bits");
       return std::nullopt;
     }
     return Num{true, r, 0};
   }
   double x = a.d(), y = b.d(), r;
-  if (op == "+") r = x + y;
-  else if (op == "-") r = x - y;
-  else if (op == "*") r = x * y;
-  else if (op == "/") r = x / y;
-  else if (op == "%") r = x - std::floor(x / y) * y;
-  else if (op == "//") r = std::floor(x / y);
-  else if (op == "**") r = std::pow(x, y);
-  else {
-    err(l, "operator '" + op + "' is not allowed in a constant expression");
-    return std::nullopt;
+  switch (op) {
+    case B::Add: r = x + y; break;
+    case B::Sub: r = x - y; break;
+    case B::Mul: r = x * y; break;
+    case B::Div: r = x / y; break;
+    case B::Mod: r = x - std::floor(x / y) * y; break;
+    case B::FloorDiv: r = std::floor(x / y); break;
+    case B::Pow: r = std::pow(x, y); break;
+    default: GSL_ASSERT(false, std::string("foldBinary: no fold for '") + ast::spelling(op) + "'");
   }
   return Num{false, 0, r};
 }

@@ -133,13 +133,28 @@ EV Sema::lowerName(Ctx& c, const ast::Expr& e) {
   return {};
 }
 
-OpKind Sema::binaryKind(const std::string& op) {
-  static const std::map<std::string, OpKind> m = {
-      {"+", OpKind::Add}, {"-", OpKind::Sub}, {"*", OpKind::Mul}, {"/", OpKind::Div},
-      {"%", OpKind::Mod}, {"//", OpKind::FloorDiv}, {"**", OpKind::Pow}, {"@", OpKind::MatMul}, {"==", OpKind::Eq},
-      {"!=", OpKind::Ne}, {"<", OpKind::Lt}, {"<=", OpKind::Le}, {">", OpKind::Gt},
-      {">=", OpKind::Ge}, {"and", OpKind::And}, {"or", OpKind::Or}};
-  return m.at(op);
+// The IR op of a binary operator.
+OpKind Sema::binaryKind(ast::BinaryOp op) {
+  using B = ast::BinaryOp;
+  switch (op) {
+    case B::Add: return OpKind::Add;
+    case B::Sub: return OpKind::Sub;
+    case B::Mul: return OpKind::Mul;
+    case B::Div: return OpKind::Div;
+    case B::Mod: return OpKind::Mod;
+    case B::FloorDiv: return OpKind::FloorDiv;
+    case B::Pow: return OpKind::Pow;
+    case B::MatMul: return OpKind::MatMul;
+    case B::Eq: return OpKind::Eq;
+    case B::Ne: return OpKind::Ne;
+    case B::Lt: return OpKind::Lt;
+    case B::Le: return OpKind::Le;
+    case B::Gt: return OpKind::Gt;
+    case B::Ge: return OpKind::Ge;
+    case B::And: return OpKind::And;
+    case B::Or: return OpKind::Or;
+  }
+  GSL_ASSERT(false, "binaryKind: not a binary operator");
 }
 
 // Brings two operands to a common dtype: a weakly typed literal adopts the
@@ -163,9 +178,8 @@ EV Sema::lowerBinary(Ctx& c, const ast::Expr& e) {
       err(c, e.loc, "a function with several results cannot be used as an operand");
       return {};
     }
-  const std::string& op = e.text;
-  bool arith = op == "+" || op == "-" || op == "*" || op == "/" || op == "%" || op == "//" || op == "**";
-  if (a.kind == EV::Literal && b.kind == EV::Literal && arith) {
+  ast::BinaryOp op = e.binaryOp;
+  if (a.kind == EV::Literal && b.kind == EV::Literal && ast::info(op).arithmetic) {
     auto r = foldBinary(op, a.lit, b.lit, e.loc, false);
     if (!r) return {};
     return EV::literal(*r);
@@ -210,22 +224,24 @@ EV Sema::lowerUnary(Ctx& c, const ast::Expr& e) {
     err(c, e.loc, "a function with several results cannot be used as an operand");
     return {};
   }
-  if (e.text == "+") return a;
-  if (e.text == "-") {
-    if (a.kind == EV::Literal) {
-      Num n = a.lit;
-      if (n.isInt) n.i = -n.i;
-      else n.f = -n.f;
-      return EV::literal(n);
-    }
-    return emit(c, OpKind::Neg, {a.v}, {}, e.loc);
+  switch (e.unaryOp) {
+    case ast::UnaryOp::Plus: return a;
+    case ast::UnaryOp::Neg:
+      if (a.kind == EV::Literal) {
+        Num n = a.lit;
+        if (n.isInt) n.i = -n.i;
+        else n.f = -n.f;
+        return EV::literal(n);
+      }
+      return emit(c, OpKind::Neg, {a.v}, {}, e.loc);
+    case ast::UnaryOp::Not:
+      if (a.kind == EV::Literal) {
+        err(c, e.loc, "not needs a bool operand, got a number");
+        return {};
+      }
+      return emit(c, OpKind::Not, {a.v}, {}, e.loc);
   }
-  // not
-  if (a.kind == EV::Literal) {
-    err(c, e.loc, "not needs a bool operand, got a number");
-    return {};
-  }
-  return emit(c, OpKind::Not, {a.v}, {}, e.loc);
+  GSL_ASSERT(false, "lowerUnary: not a unary operator");
 }
 
 EV Sema::lower(Ctx& c, const ast::Expr& e) {

@@ -384,13 +384,20 @@ class Builder {
     return e;
   }
 
-  ast::ExprPtr binary(const std::string& op, Token* opTok, GSLParser::ExprContext* a,
+  ast::ExprPtr binary(ast::BinaryOp op, Token* opTok, GSLParser::ExprContext* a,
                       GSLParser::ExprContext* b, int depth) {
     auto e = mk(ast::ExprKind::Binary, loc(opTok));
-    e->text = op;
+    e->binaryOp = op;
     e->elems.push_back(expr(a, depth + 1));
     e->elems.push_back(expr(b, depth + 1));
     return e;
+  }
+
+  // The operator of token `t` (an `op=(...)` label of GSL.g4).
+  static ast::BinaryOp binaryOp(Token* t) {
+    auto op = ast::binaryOpNamed(t->getText());
+    GSL_ASSERT(op, "binary operator '" + t->getText() + "' is not in the operator table");
+    return *op;
   }
 
   // The operator token between the two operands of a binary rule.
@@ -433,26 +440,28 @@ class Builder {
       return e;
     }
     if (auto* x = dynamic_cast<GSLParser::PowExprContext*>(c))
-      return binary("**", opToken(x), x->expr(0), x->expr(1), depth);
+      return binary(ast::BinaryOp::Pow, opToken(x), x->expr(0), x->expr(1), depth);
     if (auto* x = dynamic_cast<GSLParser::MulExprContext*>(c))
-      return binary(x->op->getText(), x->op, x->expr(0), x->expr(1), depth);
+      return binary(binaryOp(x->op), x->op, x->expr(0), x->expr(1), depth);
     if (auto* x = dynamic_cast<GSLParser::AddExprContext*>(c))
-      return binary(x->op->getText(), x->op, x->expr(0), x->expr(1), depth);
+      return binary(binaryOp(x->op), x->op, x->expr(0), x->expr(1), depth);
     if (auto* x = dynamic_cast<GSLParser::CmpExprContext*>(c))
-      return binary(x->op->getText(), x->op, x->expr(0), x->expr(1), depth);
+      return binary(binaryOp(x->op), x->op, x->expr(0), x->expr(1), depth);
     if (auto* x = dynamic_cast<GSLParser::AndExprContext*>(c))
-      return binary("and", opToken(x), x->expr(0), x->expr(1), depth);
+      return binary(ast::BinaryOp::And, opToken(x), x->expr(0), x->expr(1), depth);
     if (auto* x = dynamic_cast<GSLParser::OrExprContext*>(c))
-      return binary("or", opToken(x), x->expr(0), x->expr(1), depth);
+      return binary(ast::BinaryOp::Or, opToken(x), x->expr(0), x->expr(1), depth);
     if (auto* x = dynamic_cast<GSLParser::UnaryExprContext*>(c)) {
       auto e = mk(ast::ExprKind::Unary, loc(x->op));
-      e->text = x->op->getText();
+      auto op = ast::unaryOpNamed(x->op->getText());
+      GSL_ASSERT(op, "unary operator '" + x->op->getText() + "' is not in the operator table");
+      e->unaryOp = *op;
       e->elems.push_back(expr(x->expr(), depth + 1));
       return e;
     }
     if (auto* x = dynamic_cast<GSLParser::NotExprContext*>(c)) {
       auto e = mk(ast::ExprKind::Unary, loc(c));
-      e->text = "not";
+      e->unaryOp = ast::UnaryOp::Not;
       e->elems.push_back(expr(x->expr(), depth + 1));
       return e;
     }

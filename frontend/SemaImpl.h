@@ -191,7 +191,7 @@ class Sema {
   std::optional<Num> constEval(const ast::Expr& e);
   std::vector<std::string> constNames() const;
   bool dependsOnNP(const ast::Expr& e) const;
-  std::optional<Num> foldBinary(const std::string& op, Num a, Num b, SourceLoc l, bool exactDiv);
+  std::optional<Num> foldBinary(ast::BinaryOp op, Num a, Num b, SourceLoc l, bool exactDiv);
   std::optional<int64_t> evalInt(const ast::Expr& e, const std::string& what);
   std::optional<TensorType> lowerType(const ast::TypeExpr& t);
   std::optional<Sharding> checkSharding(const ast::ShardAnnot& a, const TensorType& t);
@@ -209,7 +209,7 @@ class Sema {
   Value* constrain(Ctx& c, Value* v, const Sharding& s, SourceLoc l);
   std::vector<std::string> visibleNames(Ctx& c);
   EV lowerName(Ctx& c, const ast::Expr& e);
-  static OpKind binaryKind(const std::string& op);
+  static OpKind binaryKind(ast::BinaryOp op);
   bool unify(Ctx& c, EV& a, EV& b, SourceLoc la, SourceLoc lb, std::vector<Value*>& out);
   EV lowerBinary(Ctx& c, const ast::Expr& e);
   EV lowerUnary(Ctx& c, const ast::Expr& e);

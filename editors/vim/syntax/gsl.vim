@@ -3,9 +3,11 @@
 "              carry @shard annotations
 " Filenames:   *.gsl
 " Maintainers: the GSL project (editors/vim/). Keep the word lists in sync with
-"              grammar/GSL.g4, ir/OpTable.cpp and frontend/Sema.cpp:
-"              editors/tests/drift_test.sh checks that every keyword and
-"              builtin is highlighted here.
+"              grammar/GSL.g4, ir/OpTable.cpp, frontend/Sema.cpp and
+"              frontend/Operators.cpp: editors/tests/drift_test.sh checks that
+"              every keyword and builtin is highlighted here, and
+"              editors/tests/lists_test.sh that the builtin, host builtin,
+"              initialiser and operator lists hold exactly GSL's names.
 
 if exists('b:current_syntax')
   finish
