@@ -9,10 +9,12 @@
 // shape S split along dim d is outer = prod(S[:d]) rows of
 // S[d] * prod(S[d+1:]) elements, and block j of dim d is the j-th 1/n of
 // every row.
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <map>
 #include <string>
+#include <tuple>
 
 #include "backend/Kernels.h"
 #include "support/BF16.h"
@@ -155,8 +157,24 @@ static void collectiveImpl(const Op& op, const char* in, char* out, const Kernel
   const TensorType& it = op.operands[0]->type;
   const TensorType& rt = op.result->type;
   const ir::Mesh& mesh = ctx.mesh(at.getString("mesh"));
-  int index = -1;
-  const std::vector<int> group = collectiveGroup(mesh, at.getInts("axes"), ctx.rank, &index);
+  // The group depends only on the mesh's shape, the axes and the rank:
+  // computed once per thread and reused (a step makes thousands of calls).
+  struct GroupKey {
+    std::vector<int64_t> sizes, axes;
+    int rank;
+    bool operator<(const GroupKey& o) const { return std::tie(rank, axes, sizes) < std::tie(o.rank, o.axes, o.sizes); }
+  };
+  thread_local std::map<GroupKey, std::pair<std::vector<int>, int>> groups;
+  GroupKey key{{}, at.getInts("axes"), ctx.rank};
+  for (const auto& a : mesh.axes) key.sizes.push_back(a.size);
+  auto found = groups.find(key);
+  if (found == groups.end()) {
+    int idx = -1;
+    std::vector<int> g = collectiveGroup(mesh, key.axes, ctx.rank, &idx);
+    found = groups.emplace(std::move(key), std::make_pair(std::move(g), idx)).first;
+  }
+  const std::vector<int>& group = found->second.first;
+  const int index = found->second.second;
   const int64_t n = (int64_t)group.size();
   if (at.has("n"))
     GSL_ASSERT(at.getInt("n") == n, what + ": attr n = " + std::to_string(at.getInt("n")) +

@@ -114,15 +114,33 @@ struct ThreadWorld::Call {
 };
 
 struct ThreadWorld::Rendezvous {
-  explicit Rendezvous(const std::vector<int>& g) : group(g), calls(g.size()), posts(g.size(), nullptr) {}
+  // Makes this (new or recycled) rendezvous the one of `g`'s call `s`; the
+  // buffers of its earlier use keep their capacity.
+  void reset(const std::vector<int>& g, uint64_t s) {
+    group.assign(g.begin(), g.end());
+    seq = s;
+    if (calls.size() < g.size()) calls.resize(g.size());  // never shrunk: the calls keep their buffers
+    posts.assign(g.size(), nullptr);
+    posted = 0;
+    complete.store(false);
+    mismatch.clear();
+    combineError.clear();
+    done.store(0);
+    refs.store(0);
+    open = true;
+  }
   std::vector<int> group;
-  std::vector<Call> calls;         // by member index, kept here so peers may read them after a member left
+  uint64_t seq = 0;
+  std::vector<Call> calls;         // by member index (at least group.size()), kept here so peers may read them after a member left
   std::vector<const Call*> posts;  // &calls[m] once member m posted
   size_t posted = 0;               // guarded by the world's mu_
   std::atomic<bool> complete{false};  // every member posted (and the combine step ran)
   std::vector<char> combined;         // the combine step's result
+  std::string mismatch;               // the calls' mismatch, found once by the last poster ("" if none)
   std::string combineError;           // what the combine step threw ("" if nothing)
   std::atomic<size_t> done{0};        // members finished reading
+  std::atomic<int> refs{0};           // members inside collective() with it
+  bool open = true;                   // in the world's open_ (guarded by mu_)
   // Parking: a waiter that stops spinning sleeps on cv under m; wake()
   // notifies only when someone sleeps.
   std::mutex m;
@@ -203,7 +221,7 @@ ThreadWorld::~ThreadWorld() = default;
 bool ThreadWorld::failed() const { return failedFlag_.load(); }
 
 std::string ThreadWorld::failure() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinMutex> lock(mu_);
   return failure_;
 }
 
@@ -211,16 +229,16 @@ void ThreadWorld::failLocked(const std::string& msg) {
   if (failedFlag_) return;  // the first failure wins
   failure_ = msg;
   failedFlag_.store(true);
-  for (auto& [key, r] : open_) wake(*r);
+  for (Rendezvous* r : open_) wake(*r);
 }
 
 void ThreadWorld::abort(int rank, const std::string& why) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinMutex> lock(mu_);
   failLocked("rank " + std::to_string(rank) + " failed: " + why);
 }
 
 void ThreadWorld::finished(int rank) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinMutex> lock(mu_);
   if (rank < 0 || rank >= size_ || finished_[rank]) return;
   finished_[rank] = true;
   ++finishedCount_;
@@ -231,7 +249,7 @@ void ThreadWorld::throwFailure() const { throw CommError(failure_); }
 
 void ThreadWorld::throwIfFailed() const {
   if (!failedFlag_.load()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinMutex> lock(mu_);
   throwFailure();
 }
 
@@ -262,8 +280,9 @@ void ThreadWorld::checkDeadlockLocked() {
 
 namespace {
 
-// Step 2 of a collective: every member compares everyone against member 0,
-// so all of them report the same mismatch ("" if the calls match).
+// Step 2 of a collective: the member that posts last compares everyone
+// against member 0, once, and every member reports the same mismatch (""
+// if the calls match).
 std::string mismatchOf(const std::vector<int>& group, const std::vector<const ThreadWorld::Call*>& posts) {
   for (size_t m = 1; m < group.size(); ++m) {
     const ThreadWorld::Call& a = *posts[0];
@@ -284,32 +303,75 @@ void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t s
   GSL_ASSERT(!combine || mode == Mode::Staged, "a combine step reads the staged copies");
   const size_t n = group.size();
   const size_t me = (size_t)(std::find(group.begin(), group.end(), rank) - group.begin());
-  if (mode == Mode::Staged && call.bytes && call.send) {  // the copy peers read (outside the lock)
-    call.staged.assign(static_cast<const char*>(call.send), static_cast<const char*>(call.send) + call.bytes);
-    call.send = call.staged.data();
+
+  // 1. Find (or open) the rendezvous of this call, and hold it: a
+  // rendezvous is recycled once every member left it and it is complete.
+  Rendezvous* r = nullptr;
+  {
+    std::lock_guard<SpinMutex> lock(mu_);
+    if (failedFlag_) throwFailure();
+    for (Rendezvous* o : open_)
+      if (o->seq == seq && o->group == group) {
+        r = o;
+        break;
+      }
+    if (!r) {
+      if (free_.empty()) {
+        owned_.push_back(std::make_unique<Rendezvous>());
+        free_.push_back(owned_.back().get());
+      }
+      r = free_.back();
+      free_.pop_back();
+      r->reset(group, seq);
+      open_.push_back(r);
+    }
+    ++r->refs;
+  }
+  struct Release {
+    ThreadWorld& w;
+    Rendezvous* r;
+    ~Release() {
+      if (r->refs.fetch_sub(1) != 1) return;
+      // The last member out: a complete rendezvous is free for reuse (one
+      // still open belongs to a failed world; it is never completed).
+      std::lock_guard<SpinMutex> lock(w.mu_);
+      if (!r->open) w.free_.push_back(r);
+    }
+  } release{*this, r};
+
+  // This member's call: no peer reads calls[me] before posts[me] is set.
+  // Staged: the copy peers read, made outside the lock into the
+  // rendezvous's buffer.
+  Call& c = r->calls[me];
+  c.kind = std::move(call.kind);
+  c.bytes = call.bytes;
+  c.detail = std::move(call.detail);
+  c.recv = call.recv;
+  c.send = call.send;
+  if (mode == Mode::Staged && call.bytes && call.send) {
+    c.staged.assign(static_cast<const char*>(call.send), static_cast<const char*>(call.send) + call.bytes);
+    c.send = c.staged.data();
   }
 
-  // 1. Post, and wait until every member has posted.
-  std::shared_ptr<Rendezvous> r;
+  // 2. Post, and wait until every member has posted.
   bool last = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<SpinMutex> lock(mu_);
     if (failedFlag_) throwFailure();
-    auto key = std::make_pair(group, seq);
-    auto it = open_.find(key);
-    if (it == open_.end()) it = open_.emplace(std::move(key), std::make_shared<Rendezvous>(group)).first;
-    r = it->second;
-    r->calls[me] = std::move(call);  // a moved vector keeps its buffer: `send` stays valid
-    r->posts[me] = &r->calls[me];
+    r->posts[me] = &c;
     if (++r->posted == n) {
       last = true;
       waiting_ -= (int)(n - 1);
       for (int m : group) waitingIn_[m] = nullptr;
-      open_.erase(it);
+      open_.erase(std::find(open_.begin(), open_.end(), r));
+      r->open = false;
+      // One member checks the calls (O(n)) before any is released; every
+      // member reports what it found.
+      r->mismatch = mismatchOf(group, r->posts);
       if (!combine) r->complete.store(true);  // else once combined, below
     } else {
       ++waiting_;
-      waitingIn_[rank] = r.get();
+      waitingIn_[rank] = r;
       checkDeadlockLocked();
     }
   }
@@ -318,7 +380,7 @@ void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t s
     // The posts no longer change; waiting members leave early only with a
     // failure, and the combine step reads nothing of theirs but the staged
     // copies held by the rendezvous.
-    if (combine && mismatchOf(group, r->posts).empty()) {
+    if (combine && r->mismatch.empty()) {
       try {
         combine(r->posts, r->combined);
       } catch (const std::exception& e) {
@@ -334,16 +396,16 @@ void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t s
     // Failing is only safe before the rendezvous completes: afterwards
     // peers may be reading this rank's buffers.
     if (!await(*r, [&] { return r->complete.load(); }, [&] { return failedFlag_.load(); })) {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::lock_guard<SpinMutex> lock(mu_);
       if (!r->complete.load()) throwFailure();
     }
     if (trace::current) trace::record("wait", "wait " + mine.kind, waitStart, trace::nowNs());
   }
 
-  // 2. Check that the calls match.
-  const std::string mismatch = mismatchOf(group, r->posts);
+  // 3. Whether the calls match (the last poster checked).
+  const std::string& mismatch = r->mismatch;
 
-  // 3. Move the data (the posts no longer change).
+  // 4. Move the data (the posts no longer change).
   std::exception_ptr err;
   if (mismatch.empty()) {
     try {
@@ -354,7 +416,7 @@ void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t s
     }
   }
 
-  // 4. Direct: wait until every member is done with the others' buffers.
+  // 5. Direct: wait until every member is done with the others' buffers.
   // Not interruptible by a failure: moving data never blocks, so this wait
   // is short. A mismatch moved nothing: no wait.
   if (r->done.fetch_add(1) + 1 == n) {
@@ -373,7 +435,13 @@ ThreadComm::ThreadComm(ThreadWorld& world, int rank) : world_(world), rank_(rank
     throw CommError("rank " + std::to_string(rank) + " is outside the world of " + std::to_string(world.size()));
 }
 
-int ThreadComm::memberIndex(const std::vector<int>& group) const {
+int ThreadComm::memberIndex(const std::vector<int>& group) {
+  // A group is checked on its first call; later calls find its index in
+  // groups_ (a step calls the same few groups thousands of times).
+  if (auto it = groups_.find(group); it != groups_.end() && it->second.index >= 0) {
+    checked_ = &*it;
+    return it->second.index;
+  }
   int me = -1;
   std::vector<bool> seen(world_.size(), false);
   for (size_t i = 0; i < group.size(); ++i) {
@@ -387,6 +455,9 @@ int ThreadComm::memberIndex(const std::vector<int>& group) const {
   if (me < 0)
     throw CommError("rank " + std::to_string(rank_) + " called a collective of group " + groupStr(group) +
                     " it is not a member of");
+  auto it = groups_.try_emplace(group).first;
+  it->second.index = me;
+  checked_ = &*it;
   return me;
 }
 

@@ -40,12 +40,39 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/Communicator.h"
 #include "ir/OpTable.h"
 
 namespace gsl::runtime {
+
+// The world's lock: held for a few hundred nanoseconds per call (posting
+// to a rendezvous), by ranks on every core at once. A contended std::mutex
+// costs a futex sleep and wake-up (kernel calls) each time; this one spins
+// (pausing), then yields the core, so a holder switched out still gets
+// to finish.
+class SpinMutex {
+ public:
+  void lock() {
+    for (unsigned i = 0; locked_.exchange(true, std::memory_order_acquire); ++i) {
+      while (locked_.load(std::memory_order_relaxed)) {
+        if (++i < 128) {
+#if defined(__x86_64__) || defined(__i386__)
+          __builtin_ia32_pause();
+#endif
+        } else {
+          std::this_thread::yield();
+        }
+      }
+    }
+  }
+  void unlock() { locked_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
 
 class ThreadWorld {
  public:
@@ -102,12 +129,17 @@ class ThreadWorld {
   [[noreturn]] void throwFailure() const;   // mu_ held
 
   const int size_;
-  mutable std::mutex mu_;
+  mutable SpinMutex mu_;
   std::string failure_;  // guarded by mu_; "" while healthy
   std::atomic<bool> failedFlag_{false};  // written under mu_; read by spinning waits
-  // Rendezvous still waiting for members (a complete one is dropped here;
-  // its members keep it alive).
-  std::map<std::pair<std::vector<int>, uint64_t>, std::shared_ptr<Rendezvous>> open_;
+  // Rendezvous still waiting for members (found by group and sequence
+  // number; few are open at once). Every rendezvous is owned by owned_ and
+  // reused: once complete and left by every member it goes to free_, so a
+  // step's thousands of calls allocate nothing (an allocation freed by the
+  // other core's thread contends for malloc's lock).
+  std::vector<Rendezvous*> open_;
+  std::vector<std::unique_ptr<Rendezvous>> owned_;
+  std::vector<Rendezvous*> free_;
   std::vector<const Rendezvous*> waitingIn_;  // per rank: incomplete rendezvous it waits in
   std::vector<bool> finished_;
   int waiting_ = 0;   // ranks posted to an incomplete rendezvous
@@ -137,15 +169,25 @@ class ThreadComm : public backend::Communicator {
   void runPermute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
                size_t bytes, void* recv) override;
   // This rank's index in `group`, after checking the group is well formed.
-  int memberIndex(const std::vector<int>& group) const;
-  uint64_t nextSeq(const std::vector<int>& group) { return seq_[group]++; }
+  int memberIndex(const std::vector<int>& group);
+  // The group's next call number (from the entry memberIndex just found,
+  // when it is the same group).
+  uint64_t nextSeq(const std::vector<int>& group) {
+    GroupState& st = checked_ && checked_->first == group ? checked_->second : groups_[group];
+    return st.seq++;
+  }
   // A collective over a group of one member needs no rendezvous: true when
   // `group` is just this rank.
   bool solo(const std::vector<int>& group);
 
   ThreadWorld& world_;
   const int rank_;
-  std::map<std::vector<int>, uint64_t> seq_;  // calls made per group
+  struct GroupState {
+    uint64_t seq = 0;  // calls made
+    int index = -1;    // this rank's index, once the group was checked
+  };
+  std::map<std::vector<int>, GroupState> groups_;
+  std::pair<const std::vector<int>, GroupState>* checked_ = nullptr;  // memberIndex's last entry of groups_
 };
 
 // Runs `body(rank, comm)` on n threads sharing one ThreadWorld. When a rank
