@@ -34,18 +34,17 @@ int64_t product(const Shape& s, size_t from, size_t to) {
   return p;
 }
 
-// `src` (shape s) as n contiguous blocks along `dim`: block j holds indices
-// [j * s[dim]/n, (j+1) * s[dim]/n) of dim, row-major.
-std::vector<char> packBlocks(const char* src, const Shape& s, int64_t dim, int64_t n, int64_t eb) {
+// `src` (shape s) as n contiguous blocks along `dim` into `packed` (as
+// many bytes as src): block j holds indices [j * s[dim]/n, (j+1) * s[dim]/n)
+// of dim, row-major.
+void packBlocks(const char* src, const Shape& s, int64_t dim, int64_t n, int64_t eb, char* packed) {
   const int64_t outer = product(s, 0, (size_t)dim);
   const int64_t row = product(s, (size_t)dim, s.size()) * eb;  // bytes per outer index
   const int64_t piece = row / n;                               // bytes of one block per outer index
   const int64_t blockBytes = outer * piece;
-  std::vector<char> packed((size_t)(outer * row));
   for (int64_t j = 0; j < n; ++j)
     for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(packed.data() + j * blockBytes + o * piece, src + o * row + j * piece, piece);
-  return packed;
+      std::memcpy(packed + j * blockBytes + o * piece, src + o * row + j * piece, piece);
 }
 
 // The inverse of packBlocks: n contiguous blocks of shape `block`, joined
@@ -247,9 +246,9 @@ static void collectiveImpl(const Op& op, const char* in, char* out, const Kernel
         comm.allGather(group, in, bytes, out);
         return;
       }
-      std::vector<char> blocks(bytes * n);
-      comm.allGather(group, in, bytes, blocks.data());
-      unpackBlocks(blocks.data(), it.shape, dim, n, eb, out);
+      char* blocks = comm.scratch(0, bytes * n);
+      comm.allGather(group, in, bytes, blocks);
+      unpackBlocks(blocks, it.shape, dim, n, eb, out);
       return;
     }
     case OpKind::AllReduce: {
@@ -274,8 +273,9 @@ static void collectiveImpl(const Op& op, const char* in, char* out, const Kernel
         comm.reduceScatter(group, in, count, it.dtype, count ? out : nullptr);
         return;
       }
-      std::vector<char> packed = packBlocks(in, it.shape, dim, n, eb);
-      comm.reduceScatter(group, packed.data(), count, it.dtype, count ? out : nullptr);
+      char* packed = comm.scratch(0, bytes);
+      packBlocks(in, it.shape, dim, n, eb, packed);
+      comm.reduceScatter(group, packed, count, it.dtype, count ? out : nullptr);
       return;
     }
     case OpKind::AllToAll: {
@@ -287,15 +287,19 @@ static void collectiveImpl(const Op& op, const char* in, char* out, const Kernel
       Shape s = block;
       s[cd] *= n;
       GSL_ASSERT(s == rt.shape && rt.dtype == it.dtype, what + ": result type does not match the group size");
-      std::vector<char> packed = sd == 0 ? std::vector<char>() : packBlocks(in, it.shape, sd, n, eb);
-      const char* send = sd == 0 ? in : packed.data();
+      const char* send = in;
+      if (sd != 0) {
+        char* packed = comm.scratch(0, bytes);
+        packBlocks(in, it.shape, sd, n, eb, packed);
+        send = packed;
+      }
       if (cd == 0) {  // received blocks along the major dim are already in place
         comm.allToAll(group, send, bytes / n, out);
         return;
       }
-      std::vector<char> recv(bytes);
-      comm.allToAll(group, send, bytes / n, recv.data());
-      unpackBlocks(recv.data(), block, cd, n, eb, out);
+      char* recv = comm.scratch(1, bytes);
+      comm.allToAll(group, send, bytes / n, recv);
+      unpackBlocks(recv, block, cd, n, eb, out);
       return;
     }
     case OpKind::CollectivePermute: {

@@ -11,6 +11,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "ir/OpTable.h"
@@ -97,6 +98,20 @@ class Communicator {
 
   CommStats stats;
 
+  // Scratch memory for packing a collective's blocks (backend/Collectives:
+  // gathers and scatters along a dim other than the first): buffer `slot`
+  // (0 or 1) of at least `bytes`, kept from call to call and not zeroed. A
+  // rank makes one collective call at a time, so its communicator's
+  // buffers are never in use twice.
+  char* scratch(int slot, size_t bytes) {
+    Scratch& s = scratch_[slot];
+    if (s.size < bytes) {
+      s.p.reset(new char[bytes]);
+      s.size = bytes;
+    }
+    return s.p.get();
+  }
+
  protected:
   // The transport of one call: a switch calling the kind's transport below
   // (a wrapper such as the fault-injecting test communicator overrides it).
@@ -111,6 +126,13 @@ class Communicator {
   virtual void runAllToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv);
   virtual void runPermute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
                           size_t bytes, void* recv);
+
+ private:
+  struct Scratch {
+    std::unique_ptr<char[]> p;
+    size_t size = 0;
+  };
+  Scratch scratch_[2];
 };
 
 }  // namespace gsl::backend
