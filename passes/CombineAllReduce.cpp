@@ -1,7 +1,9 @@
 #include "passes/CombineAllReduce.h"
 
 #include <algorithm>
+#include <climits>
 #include <map>
+#include <tuple>
 
 #include "support/Diagnostics.h"
 
@@ -18,41 +20,83 @@ std::string tagOf(const Op& ar) {
   return d->attrs.getString("combine");
 }
 
+// Whether `ar` may be combined: a tagged scalar sum, or a small all_reduce.
+bool eligible(const Op& op) {
+  if (op.kind != OpKind::AllReduce || op.operands.size() != 1 || op.results.size() != 1) return false;
+  if (op.result->type.rank() == 0 && !tagOf(op).empty()) return true;
+  return op.result->type.byteSize() <= kCombineBytes;
+}
+
+// The position of each op of `f`, and of the first use of each value (an
+// op's operand, or f's result: f.ops.size()).
+struct Positions {
+  std::map<const Op*, long> op;
+  std::map<const Value*, long> firstUse;
+  explicit Positions(const Function& f) {
+    for (size_t i = 0; i < f.ops.size(); ++i) {
+      op[f.ops[i].get()] = (long)i;
+      for (const Value* v : f.ops[i]->operands) firstUse.emplace(v, (long)i);  // the first one stays
+    }
+    for (const Value* v : f.results) firstUse.emplace(v, (long)f.ops.size());
+  }
+  // Where `v` is defined: its op's position, -1 for an argument.
+  long def(const Value* v) const { return v->def ? op.at(v->def) : -1; }
+  long use(const Value* v) const {
+    auto it = firstUse.find(v);
+    return it == firstUse.end() ? LONG_MAX : it->second;
+  }
+};
+
 void combineGroup(Function& f, const std::vector<Op*>& group) {
-  std::map<const Op*, size_t> index;
-  for (size_t i = 0; i < f.ops.size(); ++i) index[f.ops[i].get()] = i;
-  size_t lastDef = 0, firstUse = f.ops.size();
-  for (Op* ar : group) lastDef = std::max(lastDef, index.at(ar->operands[0]->def));
-  for (size_t i = 0; i < f.ops.size(); ++i)
-    for (Op* ar : group)
-      if (std::find(f.ops[i]->operands.begin(), f.ops[i]->operands.end(), ar->result) != f.ops[i]->operands.end())
-        firstUse = std::min(firstUse, i);
-  if (lastDef >= firstUse) return;  // a reduced value is needed before the last sum
+  const Positions pos(f);
+  long lastDef = -1, firstUse = LONG_MAX;
+  for (Op* ar : group) {
+    lastDef = std::max(lastDef, pos.def(ar->operands[0]));
+    firstUse = std::min(firstUse, pos.use(ar->result));
+  }
+  if (lastDef >= firstUse) return;  // a reduced value is needed before the last operand
 
   const size_t before = f.ops.size();
-  const TensorType& st = group[0]->result->type;  // a scalar
-  const int64_t n = (int64_t)group.size();
+  const DType dt = group[0]->result->type.dtype;
+  const SourceLoc loc = group[0]->loc;
   auto reshape = [&](Value* v, const Shape& s) {
     AttrMap at;
     at.set("shape", s);
-    return f.append(OpKind::Reshape, {v}, at, {st.dtype, s}, group[0]->loc)->result;
+    return f.append(OpKind::Reshape, {v}, at, {dt, s}, loc)->result;
   };
+  // Each operand packed once (the same value reduced twice is one piece).
   std::vector<Value*> parts;
-  for (Op* ar : group) parts.push_back(reshape(ar->operands[0], {1}));
+  std::map<const Value*, int64_t> offset;
+  int64_t n = 0;
+  for (Op* ar : group) {
+    if (!offset.emplace(ar->operands[0], n).second) continue;
+    const int64_t k = ar->result->type.numElements();
+    parts.push_back(reshape(ar->operands[0], {k}));
+    n += k;
+  }
   AttrMap cat;
   cat.set("axis", (int64_t)0);
-  Value* packed = f.append(OpKind::Concat, parts, cat, {st.dtype, {n}}, group[0]->loc)->result;
-  Value* reduced = f.append(OpKind::AllReduce, {packed}, group[0]->attrs, {st.dtype, {n}}, group[0]->loc)->result;
+  Value* packed = f.append(OpKind::Concat, parts, cat, {dt, {n}}, loc)->result;
+  Value* reduced = f.append(OpKind::AllReduce, {packed}, group[0]->attrs, {dt, {n}}, loc)->result;
   std::map<Value*, Value*> repl;
-  for (int64_t i = 0; i < n; ++i) {
+  std::map<int64_t, Value*> unpacked;  // by offset
+  for (Op* ar : group) {
+    const int64_t k = ar->result->type.numElements(), at = offset.at(ar->operands[0]);
+    if (auto it = unpacked.find(at); it != unpacked.end()) {
+      repl[ar->result] = it->second;
+      continue;
+    }
     AttrMap sl;
     sl.set("axis", (int64_t)0);
-    sl.set("start", i);
-    sl.set("end", i + 1);
-    Value* one = f.append(OpKind::Slice, {reduced}, sl, {st.dtype, {1}}, group[0]->loc)->result;
-    repl[group[(size_t)i]->result] = reshape(one, {});
+    sl.set("start", at);
+    sl.set("end", at + k);
+    Value* piece = f.append(OpKind::Slice, {reduced}, sl, {dt, {k}}, loc)->result;
+    Value* back = reshape(piece, ar->result->type.shape);
+    back->sharding = ar->result->sharding;
+    repl[ar->result] = unpacked[at] = back;
   }
-  // The new ops go right after the last local sum; the old all_reduces go.
+  // The new ops go right after the last operand's definition; the old
+  // all_reduces go.
   std::vector<std::unique_ptr<Op>> added;
   for (size_t i = before; i < f.ops.size(); ++i) added.push_back(std::move(f.ops[i]));
   f.ops.resize(before);
@@ -62,11 +106,12 @@ void combineGroup(Function& f, const std::vector<Op*>& group) {
   for (Value*& v : f.results)
     if (auto it = repl.find(v); it != repl.end()) v = it->second;
   std::vector<std::unique_ptr<Op>> ops;
+  if (lastDef < 0)
+    for (auto& a : added) ops.push_back(std::move(a));
   for (size_t i = 0; i < f.ops.size(); ++i) {
     Op* o = f.ops[i].get();
-    bool old = std::find(group.begin(), group.end(), o) != group.end();
-    if (!old) ops.push_back(std::move(f.ops[i]));
-    if (i == lastDef)
+    if (std::find(group.begin(), group.end(), o) == group.end()) ops.push_back(std::move(f.ops[i]));
+    if ((long)i == lastDef)
       for (auto& a : added) ops.push_back(std::move(a));
   }
   f.ops = std::move(ops);
@@ -75,20 +120,41 @@ void combineGroup(Function& f, const std::vector<Op*>& group) {
 }  // namespace
 
 void combineAllReduces(Function& f) {
-  // Groups: the same tag, collective attributes and dtype; scalar results.
+  for (auto& op : f.ops)
+    if (op->body) combineAllReduces(*op->body);
+  // Open groups by kind (tag, collective attributes, dtype), in program
+  // order; a member that cannot join its kind's open group closes it.
+  struct Open {
+    std::vector<Op*> ops;
+    long lastDef = -1, firstUse = LONG_MAX;
+    int64_t bytes = 0;
+  };
+  const Positions pos(f);
   std::vector<std::vector<Op*>> groups;
+  std::vector<std::pair<std::tuple<std::string, AttrMap, DType>, Open>> open;
+  auto close = [&](Open& g) {
+    if (g.ops.size() >= 2) groups.push_back(g.ops);
+    g = Open{};
+  };
   for (auto& op : f.ops) {
-    if (op->kind != OpKind::AllReduce || op->result->type.rank() != 0 || tagOf(*op).empty()) continue;
-    auto same = [&](const std::vector<Op*>& g) {
-      return tagOf(*g[0]) == tagOf(*op) && g[0]->attrs == op->attrs &&
-             g[0]->result->type.dtype == op->result->type.dtype;
-    };
-    auto it = std::find_if(groups.begin(), groups.end(), same);
-    if (it == groups.end()) groups.push_back({op.get()});
-    else it->push_back(op.get());
+    if (!eligible(*op)) continue;
+    const std::string tag = op->result->type.rank() == 0 ? tagOf(*op) : "";
+    auto key = std::make_tuple(tag, op->attrs, op->result->type.dtype);
+    auto it = std::find_if(open.begin(), open.end(), [&](auto& e) { return e.first == key; });
+    if (it == open.end()) it = open.insert(open.end(), {key, Open{}});
+    Open& g = it->second;
+    const long d = pos.def(op->operands[0]), u = pos.use(op->result);
+    const int64_t b = op->result->type.byteSize();
+    const bool fits = !g.ops.empty() && std::max(g.lastDef, d) < std::min(g.firstUse, u) &&
+                      (!tag.empty() || g.bytes + b <= kCombineGroupBytes);
+    if (!fits) close(g);
+    g.ops.push_back(op.get());
+    g.lastDef = std::max(g.lastDef, d);
+    g.firstUse = std::min(g.firstUse, u);
+    g.bytes += b;
   }
-  for (auto& g : groups)
-    if (g.size() >= 2) combineGroup(f, g);
+  for (auto& [key, g] : open) close(g);
+  for (auto& g : groups) combineGroup(f, g);
 }
 
 }  // namespace gsl::passes

@@ -100,12 +100,15 @@ const RankPass kRankPasses[] = {
      }},
     // 2. SPMD partitioning into the one per-rank program.
     {"partition", [](RankProgram& p) { p.local = partitionFunction(p.m, p.global); }},
-    // 2b. One all_reduce for the tagged scalar sums of a group (clip_norm's
-    //     squared gradient sums), instead of one each.
-    {"combine-all-reduce", [](RankProgram& p) { combineAllReduces(*p.local); }},
     // 3. Simplification: one copy of each computation (a reshard the
     //    forward pass did is not repeated by the backward pass), no dead ops.
     {"simplify", [](RankProgram& p) { simplify(*p.local); }},
+    // 4. All-reduce combining, on the simplified program (no dead or
+    //    repeated all_reduce is packed): one all_reduce for the tagged
+    //    scalar sums of a group (clip_norm's squared gradient sums), and one
+    //    for each run of small all_reduces that can go together (a layer's
+    //    weight gradients), instead of one each.
+    {"combine-all-reduce", [](RankProgram& p) { combineAllReduces(*p.local); }},
 };
 
 }  // namespace

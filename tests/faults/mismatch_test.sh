@@ -21,7 +21,7 @@ GSL_TEST_FAULT=mismatch_rank=1 timeout $((60 * S)) "$GSL" run "$HERE/collectives
 rc=$?
 [ "$rc" != 124 ] || fail "hung (killed after $((60 * S)) s)"
 [ "$rc" = 1 ] || fail "exit status $rc, expected 1"
-want="collective mismatch: rank 0 called all_reduce of 4 bytes but rank 1 called all_gather of 4 bytes"
+want="collective mismatch: rank 0 called all_reduce of 8 bytes but rank 1 called all_gather of 8 bytes"
 grep -qx "gsl: error: $want" err.txt || fail "no diagnostic 'gsl: error: $want'"
 if [ "$MODE" = --mpi ]; then
   # Each rank in the mismatched call reports it, then MPI_Abort ends the run.

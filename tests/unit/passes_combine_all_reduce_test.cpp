@@ -62,8 +62,8 @@ TEST_CASE("combine: tagged scalar sums are reduced by one all_reduce of a vector
   CHECK(after == want);
 }
 
-TEST_CASE("combine: untagged sums, other groups and a use before the last sum are left alone") {
-  // Untagged: unchanged.
+TEST_CASE("combine: small untagged all_reduces of any shape, large ones left alone") {
+  // Untagged small sums: one all_reduce, idempotent.
   std::string plain = std::string(kHeader) +
       "func @f(%0: f32[4] @shard(m, [x]), %1: f32[4] @shard(m, [x])) -> (f32) {\n"
       "  %2 = sum %0 {axis = [0], keepdims = false} : f32 @shard(m, []) partial(x)\n"
@@ -74,7 +74,41 @@ TEST_CASE("combine: untagged sums, other groups and a use before the last sum ar
       "  return %6\n"
       "}\n";
   CHECK(combined(plain) == combined(combined(plain)));
-  CHECK(count(combined(plain), "all_reduce") == 2);
+  CHECK(count(combined(plain), "all_reduce") == 1);
+  // Gradients of two shapes, one an argument (no defining op): packed
+  // flat, unpacked to their shapes, the new ops first.
+  std::string grads = std::string(kHeader) +
+      "func @f(%0: f32[2, 3], %1: f32[4]) -> (f32[2, 3], f32[4]) {\n"
+      "  %2 = neg %1 : f32[4]\n"
+      "  %3 = all_reduce %0 {axes = [0], mesh = \"m\", reduce = \"sum\"} : f32[2, 3]\n"
+      "  %4 = all_reduce %2 {axes = [0], mesh = \"m\", reduce = \"sum\"} : f32[4]\n"
+      "  return %3, %4\n"
+      "}\n";
+  std::string want = std::string(kHeader) +
+      "func @f(%0: f32[2, 3], %1: f32[4]) -> (f32[2, 3], f32[4]) {\n"
+      "  %2 = neg %1 : f32[4]\n"
+      "  %3 = reshape %0 {shape = [6]} : f32[6]\n"
+      "  %4 = reshape %2 {shape = [4]} : f32[4]\n"
+      "  %5 = concat %3, %4 {axis = 0} : f32[10]\n"
+      "  %6 = all_reduce %5 {axes = [0], mesh = \"m\", reduce = \"sum\"} : f32[10]\n"
+      "  %7 = slice %6 {axis = 0, end = 6, start = 0} : f32[6]\n"
+      "  %8 = reshape %7 {shape = [2, 3]} : f32[2, 3]\n"
+      "  %9 = slice %6 {axis = 0, end = 10, start = 6} : f32[4]\n"
+      "  %10 = reshape %9 {shape = [4]} : f32[4]\n"
+      "  return %8, %10\n"
+      "}\n";
+  CHECK(combined(grads) == want);
+  // Above kCombineBytes (64 KiB) an all_reduce is bandwidth-bound: left alone.
+  std::string large = std::string(kHeader) +
+      "func @f(%0: f32[128, 256], %1: f32[4]) -> (f32[128, 256], f32[4]) {\n"
+      "  %2 = all_reduce %0 {axes = [0], mesh = \"m\", reduce = \"sum\"} : f32[128, 256]\n"
+      "  %3 = all_reduce %1 {axes = [0], mesh = \"m\", reduce = \"sum\"} : f32[4]\n"
+      "  return %2, %3\n"
+      "}\n";
+  CHECK(count(combined(large), "all_reduce") == 2);
+}
+
+TEST_CASE("combine: a use before the last operand, and other reductions, are left alone") {
   // The first reduced value is used before the second sum is computed: a
   // combined all_reduce would have to come after its use.
   std::string early = std::string(kHeader) +
