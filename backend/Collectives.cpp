@@ -164,13 +164,16 @@ static void collectiveImpl(const Op& op, const char* in, char* out, const Kernel
     bool operator<(const GroupKey& o) const { return std::tie(rank, axes, sizes) < std::tie(o.rank, o.axes, o.sizes); }
   };
   thread_local std::map<GroupKey, std::pair<std::vector<int>, int>> groups;
-  GroupKey key{{}, at.getInts("axes"), ctx.rank};
+  thread_local GroupKey key;  // the probe: its vectors keep their capacity
+  key.axes = at.getInts("axes");
+  key.rank = ctx.rank;
+  key.sizes.clear();
   for (const auto& a : mesh.axes) key.sizes.push_back(a.size);
   auto found = groups.find(key);
   if (found == groups.end()) {
     int idx = -1;
     std::vector<int> g = collectiveGroup(mesh, key.axes, ctx.rank, &idx);
-    found = groups.emplace(std::move(key), std::make_pair(std::move(g), idx)).first;
+    found = groups.emplace(key, std::make_pair(std::move(g), idx)).first;
   }
   const std::vector<int>& group = found->second.first;
   const int index = found->second.second;

@@ -50,13 +50,16 @@ StepResult trainingStep(RankModel& model, const frontend::HostLeaf& l, const std
   donated.args.assign(firstState, false);
   donated.args.resize(firstState + tr.states.size(), true);
   donated.params = tr.params;
+  // Where each state lives in training.states (found once a step: the
+  // results go back to the same entries).
+  std::vector<HostValue*> stateOf(tr.states.size());
   for (size_t i = 0; i < tr.states.size(); ++i) {
     const auto& slot = tr.states[i];
     std::string key = TrainingState::stateKey(opt, slot.param, slot.slot);
     const ir::Value* a = f.args[firstState + i];
     auto it = training.states.find(key);
-    training.stateTypes[key] = slot.type;
     if (it == training.states.end()) {
+      training.stateTypes[key] = slot.type;
       std::optional<Sharding> sh = a->sharding;
       auto r = training.resumed.find(key);
       if (r != training.resumed.end()) {
@@ -68,6 +71,7 @@ StepResult trainingStep(RankModel& model, const frontend::HostLeaf& l, const std
         it = training.states.emplace(key, HostValue{Tensor(a->type), sh}).first;  // zeros
       }
     }
+    stateOf[i] = &it->second;
     args.push_back(std::move(it->second.local));
   }
   progress.stepStarts();
@@ -84,9 +88,7 @@ StepResult trainingStep(RankModel& model, const frontend::HostLeaf& l, const std
   }
   args.clear();
   for (size_t i = 0; i < tr.params.size(); ++i) model.params[tr.params[i]] = res[1 + i];
-  for (size_t i = 0; i < tr.states.size(); ++i)
-    training.states[TrainingState::stateKey(opt, tr.states[i].param, tr.states[i].slot)].local =
-        res[1 + tr.params.size() + i];
+  for (size_t i = 0; i < tr.states.size(); ++i) stateOf[i]->local = res[1 + tr.params.size() + i];
   progress.stepDone(t, res[0].item(), tokens, examples);
   return {{res[0], f.resultShardings[0]}, t};
 }
