@@ -249,9 +249,9 @@ static void collectiveImpl(const Op& op, const char* in, char* out, const Kernel
         comm.allGather(group, in, bytes, out);
         return;
       }
-      char* blocks = comm.scratch(0, bytes * n);
-      comm.allGather(group, in, bytes, blocks);
-      unpackBlocks(blocks, it.shape, dim, n, eb, out);
+      const auto blocks = comm.scratch(0, bytes * n);
+      comm.allGather(group, in, bytes, blocks.get());
+      unpackBlocks(blocks.get(), it.shape, dim, n, eb, out);
       return;
     }
     case OpKind::AllReduce: {
@@ -276,9 +276,9 @@ static void collectiveImpl(const Op& op, const char* in, char* out, const Kernel
         comm.reduceScatter(group, in, count, it.dtype, count ? out : nullptr);
         return;
       }
-      char* packed = comm.scratch(0, bytes);
-      packBlocks(in, it.shape, dim, n, eb, packed);
-      comm.reduceScatter(group, packed, count, it.dtype, count ? out : nullptr);
+      const auto packed = comm.scratch(0, bytes);
+      packBlocks(in, it.shape, dim, n, eb, packed.get());
+      comm.reduceScatter(group, packed.get(), count, it.dtype, count ? out : nullptr);
       return;
     }
     case OpKind::AllToAll: {
@@ -290,19 +290,19 @@ static void collectiveImpl(const Op& op, const char* in, char* out, const Kernel
       Shape s = block;
       s[cd] *= n;
       GSL_ASSERT(s == rt.shape && rt.dtype == it.dtype, what + ": result type does not match the group size");
+      const auto packed = comm.scratch(0, sd != 0 ? bytes : 0);
       const char* send = in;
       if (sd != 0) {
-        char* packed = comm.scratch(0, bytes);
-        packBlocks(in, it.shape, sd, n, eb, packed);
-        send = packed;
+        packBlocks(in, it.shape, sd, n, eb, packed.get());
+        send = packed.get();
       }
       if (cd == 0) {  // received blocks along the major dim are already in place
         comm.allToAll(group, send, bytes / n, out);
         return;
       }
-      char* recv = comm.scratch(1, bytes);
-      comm.allToAll(group, send, bytes / n, recv);
-      unpackBlocks(recv, block, cd, n, eb, out);
+      const auto recv = comm.scratch(1, bytes);
+      comm.allToAll(group, send, bytes / n, recv.get());
+      unpackBlocks(recv.get(), block, cd, n, eb, out);
       return;
     }
     case OpKind::CollectivePermute: {

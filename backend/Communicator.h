@@ -99,17 +99,36 @@ class Communicator {
   CommStats stats;
 
   // Scratch memory for packing a collective's blocks (backend/Collectives:
-  // gathers and scatters along a dim other than the first): buffer `slot`
-  // (0 or 1) of at least `bytes`, kept from call to call and not zeroed. A
-  // rank makes one collective call at a time, so its communicator's
-  // buffers are never in use twice.
-  char* scratch(int slot, size_t bytes) {
+  // gathers and scatters along a dim other than the first): at least
+  // `bytes`, not zeroed, valid while the returned handle lives. Buffer
+  // `slot` (0 or 1) of up to kKeptScratch bytes is kept from call to call
+  // (a rank makes one collective call at a time, so it is never in use
+  // twice); a larger one (a bandwidth-bound call) is allocated for the
+  // call only, so that no rank holds a gathered weight's size for good.
+  static constexpr size_t kKeptScratch = 4 << 20;
+  class ScratchBuffer {
+   public:
+    char* get() const { return p_; }
+
+   private:
+    friend class Communicator;
+    char* p_ = nullptr;
+    std::unique_ptr<char[]> own_;
+  };
+  ScratchBuffer scratch(int slot, size_t bytes) {
+    ScratchBuffer b;
+    if (bytes > kKeptScratch) {
+      b.own_.reset(new char[bytes]);
+      b.p_ = b.own_.get();
+      return b;
+    }
     Scratch& s = scratch_[slot];
     if (s.size < bytes) {
       s.p.reset(new char[bytes]);
       s.size = bytes;
     }
-    return s.p.get();
+    b.p_ = s.p.get();
+    return b;
   }
 
  protected:
