@@ -156,14 +156,6 @@ namespace {
 // cores still run.
 constexpr auto kSpinFor = std::chrono::microseconds(50);
 
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 }  // namespace
 
 void ThreadWorld::wake(Rendezvous& r) {
@@ -435,13 +427,8 @@ ThreadComm::ThreadComm(ThreadWorld& world, int rank) : world_(world), rank_(rank
     throw CommError("rank " + std::to_string(rank) + " is outside the world of " + std::to_string(world.size()));
 }
 
-int ThreadComm::memberIndex(const std::vector<int>& group) {
-  // A group is checked on its first call; later calls find its index in
-  // groups_ (a step calls the same few groups thousands of times).
-  if (auto it = groups_.find(group); it != groups_.end() && it->second.index >= 0) {
-    checked_ = &*it;
-    return it->second.index;
-  }
+ThreadComm::GroupState& ThreadComm::checkedGroup(const std::vector<int>& group) {
+  if (auto it = groups_.find(group); it != groups_.end()) return it->second;
   int me = -1;
   std::vector<bool> seen(world_.size(), false);
   for (size_t i = 0; i < group.size(); ++i) {
@@ -455,10 +442,9 @@ int ThreadComm::memberIndex(const std::vector<int>& group) {
   if (me < 0)
     throw CommError("rank " + std::to_string(rank_) + " called a collective of group " + groupStr(group) +
                     " it is not a member of");
-  auto it = groups_.try_emplace(group).first;
-  it->second.index = me;
-  checked_ = &*it;
-  return me;
+  GroupState& st = groups_[group];
+  st.index = me;
+  return st;
 }
 
 namespace {
@@ -469,7 +455,7 @@ Mode modeFor(uint64_t bytes) { return bytes <= ThreadWorld::kStagedBytes ? Mode:
 }  // namespace
 
 void ThreadComm::runAllGather(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
-  memberIndex(group);
+  GroupState& st = checkedGroup(group);
   const size_t n = group.size();
   if (solo(group)) {  // a group of one: no rendezvous
     if (bytes && send != recv) std::memmove(recv, send, bytes);
@@ -482,7 +468,7 @@ void ThreadComm::runAllGather(const std::vector<int>& group, const void* send, s
   std::vector<char> aside(inPlace ? n * bytes : 0);
   char* out = inPlace ? aside.data() : static_cast<char*>(recv);
   ThreadWorld::Call call{"all_gather", bytes, "", send};
-  world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts, const Combined&) {
+  world_.collective(rank_, group, st.seq++, std::move(call), mode, [&](const Posts& posts, const Combined&) {
     for (size_t m = 0; m < n; ++m)
       if (bytes) std::memcpy(out + m * bytes, posts[m]->send, bytes);
   });
@@ -490,7 +476,8 @@ void ThreadComm::runAllGather(const std::vector<int>& group, const void* send, s
 }
 
 void ThreadComm::runAllReduce(const std::vector<int>& group, void* data, size_t count, ir::DType dt, ReduceOp op) {
-  const int me = memberIndex(group);
+  GroupState& st = checkedGroup(group);
+  const int me = st.index;
   if (dt != ir::DType::F32 && dt != ir::DType::I32 && dt != ir::DType::BF16)
     throw CommError(std::string("all_reduce of unsupported dtype ") + ir::dtypeName(dt));
   const size_t n = group.size();
@@ -509,7 +496,7 @@ void ThreadComm::runAllReduce(const std::vector<int>& group, void* data, size_t 
     // The last member to post reduces the staged copies once; each member
     // copies the result into its own `data`.
     world_.collective(
-        rank_, group, nextSeq(group), std::move(call), mode,
+        rank_, group, st.seq++, std::move(call), mode,
         [&](const Posts&, const Combined& sum) {
           if (count) std::memcpy(data, sum.data(), bytes);
         },
@@ -526,7 +513,7 @@ void ThreadComm::runAllReduce(const std::vector<int>& group, void* data, size_t 
     const size_t chunk = (count + n - 1) / n;
     const size_t lo = std::min(count, (size_t)me * chunk), len = std::min(count, lo + chunk) - lo;
     thread_local std::vector<char> reduced;
-    world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts, const Combined&) {
+    world_.collective(rank_, group, st.seq++, std::move(call), mode, [&](const Posts& posts, const Combined&) {
       if (!len) return;
       reduced.resize(len * eb);
       std::vector<const void*> src;
@@ -539,7 +526,8 @@ void ThreadComm::runAllReduce(const std::vector<int>& group, void* data, size_t 
 
 void ThreadComm::runReduceScatter(const std::vector<int>& group, const void* send, size_t count, ir::DType dt,
                                void* recv) {
-  const int me = memberIndex(group);
+  GroupState& st = checkedGroup(group);
+  const int me = st.index;
   if (dt != ir::DType::F32 && dt != ir::DType::I32 && dt != ir::DType::BF16)
     throw CommError(std::string("reduce_scatter of unsupported dtype ") + ir::dtypeName(dt));
   const size_t n = group.size();
@@ -552,7 +540,7 @@ void ThreadComm::runReduceScatter(const std::vector<int>& group, const void* sen
   const Mode mode = modeFor(block * n);
   const bool inPlace = mode == Mode::Direct && overlaps(send, recv, n * block);
   std::vector<int32_t> aside(inPlace ? (block + 3) / 4 : 0);
-  world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts, const Combined&) {
+  world_.collective(rank_, group, st.seq++, std::move(call), mode, [&](const Posts& posts, const Combined&) {
     std::vector<const void*> src;
     for (const auto* p : posts) src.push_back(static_cast<const char*>(p->send) + me * block);
     if (count) reduceWords(inPlace ? aside.data() : recv, src, count, dt, ReduceOp::Sum);
@@ -561,7 +549,8 @@ void ThreadComm::runReduceScatter(const std::vector<int>& group, const void* sen
 }
 
 void ThreadComm::runAllToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
-  const int me = memberIndex(group);
+  GroupState& st = checkedGroup(group);
+  const int me = st.index;
   const size_t n = group.size();
   if (solo(group)) {  // a group of one: its own block
     if (bytes && send != recv) std::memmove(recv, send, bytes);
@@ -572,7 +561,7 @@ void ThreadComm::runAllToAll(const std::vector<int>& group, const void* send, si
   std::vector<char> aside(inPlace ? n * bytes : 0);
   char* out = inPlace ? aside.data() : static_cast<char*>(recv);
   ThreadWorld::Call call{"all_to_all", bytes * n, "", send};
-  world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts, const Combined&) {
+  world_.collective(rank_, group, st.seq++, std::move(call), mode, [&](const Posts& posts, const Combined&) {
     for (size_t m = 0; m < n; ++m)
       if (bytes) std::memcpy(out + m * bytes, static_cast<const char*>(posts[m]->send) + me * bytes, bytes);
   });
@@ -581,7 +570,8 @@ void ThreadComm::runAllToAll(const std::vector<int>& group, const void* send, si
 
 void ThreadComm::runPermute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
                          size_t bytes, void* recv) {
-  const int me = memberIndex(group);
+  GroupState& st = checkedGroup(group);
+  const int me = st.index;
   const size_t n = group.size();
   std::vector<bool> seen(n, false);
   bool ok = perm.size() == n;
@@ -604,7 +594,7 @@ void ThreadComm::runPermute(const std::vector<int>& group, const std::vector<int
   // everyone is done, so the received block is kept aside until then.
   const bool inPlace = mode == Mode::Direct && overlaps(send, recv, bytes);
   std::vector<char> aside(inPlace ? bytes : 0);
-  world_.collective(rank_, group, nextSeq(group), std::move(call), mode, [&](const Posts& posts, const Combined&) {
+  world_.collective(rank_, group, st.seq++, std::move(call), mode, [&](const Posts& posts, const Combined&) {
     if (bytes) std::memcpy(inPlace ? aside.data() : recv, posts[from]->send, bytes);
   });
   if (inPlace && bytes) std::memcpy(recv, aside.data(), bytes);
@@ -614,7 +604,7 @@ void ThreadComm::barrier() {
   std::vector<int> all(world_.size());
   for (int i = 0; i < world_.size(); ++i) all[i] = i;
   ThreadWorld::Call call{"barrier", 0, "", nullptr};
-  world_.collective(rank_, all, nextSeq(all), std::move(call), Mode::Staged, [](const Posts&, const Combined&) {});
+  world_.collective(rank_, all, checkedGroup(all).seq++, std::move(call), Mode::Staged, [](const Posts&, const Combined&) {});
 }
 
 void ThreadComm::abort(const std::string& why) { world_.abort(rank_, why); }

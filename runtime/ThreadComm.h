@@ -48,6 +48,15 @@
 
 namespace gsl::runtime {
 
+// A spinning wait's pause: lets the core's other hardware thread run.
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 // The world's lock: held for a few hundred nanoseconds per call (posting
 // to a rendezvous), by ranks on every core at once. A contended std::mutex
 // costs a futex sleep and wake-up (kernel calls) each time; this one spins
@@ -59,9 +68,7 @@ class SpinMutex {
     for (unsigned i = 0; locked_.exchange(true, std::memory_order_acquire); ++i) {
       while (locked_.load(std::memory_order_relaxed)) {
         if (++i < 128) {
-#if defined(__x86_64__) || defined(__i386__)
-          __builtin_ia32_pause();
-#endif
+          cpuRelax();
         } else {
           std::this_thread::yield();
         }
@@ -168,26 +175,22 @@ class ThreadComm : public backend::Communicator {
   void runAllToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) override;
   void runPermute(const std::vector<int>& group, const std::vector<int64_t>& perm, const void* send,
                size_t bytes, void* recv) override;
-  // This rank's index in `group`, after checking the group is well formed.
-  int memberIndex(const std::vector<int>& group);
-  // The group's next call number (from the entry memberIndex just found,
-  // when it is the same group).
-  uint64_t nextSeq(const std::vector<int>& group) {
-    GroupState& st = checked_ && checked_->first == group ? checked_->second : groups_[group];
-    return st.seq++;
-  }
+  // What this rank keeps of a group: its index in it and the calls made.
+  struct GroupState {
+    int index = -1;    // this rank's index in the group
+    uint64_t seq = 0;  // calls made (the next call's number)
+  };
+  // `group`'s state, after checking on its first call that the group is
+  // well formed and holds this rank (a step calls the same few groups
+  // thousands of times).
+  GroupState& checkedGroup(const std::vector<int>& group);
   // A collective over a group of one member needs no rendezvous: true when
   // `group` is just this rank.
   bool solo(const std::vector<int>& group);
 
   ThreadWorld& world_;
   const int rank_;
-  struct GroupState {
-    uint64_t seq = 0;  // calls made
-    int index = -1;    // this rank's index, once the group was checked
-  };
   std::map<std::vector<int>, GroupState> groups_;
-  std::pair<const std::vector<int>, GroupState>* checked_ = nullptr;  // memberIndex's last entry of groups_
 };
 
 // Runs `body(rank, comm)` on n threads sharing one ThreadWorld. When a rank
