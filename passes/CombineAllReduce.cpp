@@ -20,13 +20,6 @@ std::string tagOf(const Op& ar) {
   return d->attrs.getString("combine");
 }
 
-// Whether `ar` may be combined: a tagged scalar sum, or a small all_reduce.
-bool eligible(const Op& op) {
-  if (op.kind != OpKind::AllReduce || op.operands.size() != 1 || op.results.size() != 1) return false;
-  if (op.result->type.rank() == 0 && !tagOf(op).empty()) return true;
-  return op.result->type.byteSize() <= kCombineBytes;
-}
-
 // The position of each op of `f`, and of the first use of each value (an
 // op's operand, or f's result: f.ops.size()).
 struct Positions {
@@ -137,8 +130,10 @@ void combineAllReduces(Function& f) {
     g = Open{};
   };
   for (auto& op : f.ops) {
-    if (!eligible(*op)) continue;
+    // Tagged scalar sums of any count, untagged all_reduces when small.
+    if (op->kind != OpKind::AllReduce || op->operands.size() != 1 || op->results.size() != 1) continue;
     const std::string tag = op->result->type.rank() == 0 ? tagOf(*op) : "";
+    if (tag.empty() && op->result->type.byteSize() > kCombineBytes) continue;
     auto key = std::make_tuple(tag, op->attrs, op->result->type.dtype);
     auto it = std::find_if(open.begin(), open.end(), [&](auto& e) { return e.first == key; });
     if (it == open.end()) it = open.insert(open.end(), {key, Open{}});
