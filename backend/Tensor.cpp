@@ -11,6 +11,8 @@
 #include <new>
 #include <unordered_map>
 
+#include <sys/mman.h>
+
 #include "support/BF16.h"
 #include "support/Diagnostics.h"
 
@@ -19,7 +21,12 @@ namespace gsl::backend {
 namespace {
 
 // Freed buffers of kPooledBytes or more, by size in bytes (a multiple of
-// 64), for reuse by the next request of that size.
+// 64), for reuse by the next request of that size. They are mapped from
+// the system directly, not taken from malloc: a buffer the pool gives back
+// (release, or beyond its bound) leaves the process's resident memory at
+// once, where malloc would keep it in an arena that other sizes cannot
+// use (a checkpoint's whole groups came on top of the steps' freed
+// buffers; docs/memory.md).
 class Pool {
  public:
   static Pool& get() {
@@ -39,7 +46,7 @@ class Pool {
       }
       allocated_++;
     }
-    return alloc(bytes);
+    return map(bytes);
   }
   void give(void* p, size_t bytes) {
     {
@@ -50,7 +57,7 @@ class Pool {
         return;
       }
     }
-    std::free(p);
+    unmap(p, bytes);
   }
   void release() {
     std::unordered_map<size_t, std::vector<void*>> kept;
@@ -60,12 +67,13 @@ class Pool {
       cached_ = 0;
     }
     for (auto& [bytes, ps] : kept)
-      for (void* p : ps) std::free(p);
+      for (void* p : ps) unmap(p, bytes);
   }
   TensorPoolStats stats() {
     std::lock_guard<std::mutex> lock(mu_);
     return {reused_, allocated_, cached_};
   }
+  // A buffer below the pool's size, from malloc.
   static void* alloc(size_t bytes) {
     void* p = std::aligned_alloc(64, bytes);
     if (!p) throw std::bad_alloc();  // reported as out of memory by the host
@@ -73,6 +81,14 @@ class Pool {
   }
 
  private:
+  // Fresh zero pages (page-aligned), untouched until written.
+  static void* map(size_t bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();  // reported as out of memory by the host
+    return p;
+  }
+  static void unmap(void* p, size_t bytes) { munmap(p, bytes); }
+
   std::mutex mu_;
   std::unordered_map<size_t, std::vector<void*>> free_;
   uint64_t cached_ = 0, reused_ = 0, allocated_ = 0;
