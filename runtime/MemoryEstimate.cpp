@@ -6,10 +6,12 @@
 
 #include <algorithm>
 
+#include "backend/Communicator.h"
 #include "backend/Engine.h"
 #include "backend/jit/JitEngine.h"
 #include "ir/Loop.h"
 #include "runtime/HostCheckpoint.h"
+#include "runtime/Fibers.h"
 #include "runtime/HostWalk.h"
 #include "runtime/Memory.h"
 
@@ -26,11 +28,38 @@ namespace {
 class MemoryWalker : public ShardingWalk {
  public:
   // `donating`: the engine writes donated inputs in place (the JIT).
-  MemoryWalker(SpmdProgram& prog, const backend::JitOptions& jit, bool donating, MemoryEstimate& est)
-      : ShardingWalk(prog.programs()), jit_(jit), donating_(donating), est_(est) {}
+  // `workspaces`: how many JIT workspaces the ranks of one process share
+  // among `ranks` (see estimateMemory).
+  MemoryWalker(SpmdProgram& prog, const backend::JitOptions& jit, bool donating, int workspaces, int ranks,
+               MemoryEstimate& est)
+      : ShardingWalk(prog.programs()), jit_(jit), donating_(donating), workspaces_(workspaces), ranks_(ranks),
+        est_(est) {}
 
   void finish() {
     const ir::Module& m = programs_.module();
+    // Each computation beside what the others leave behind: the loop
+    // buffers every other function of the run keeps in the Tensor pool
+    // (bounded by the pool's limit), and the collectives' kept scratch.
+    uint64_t allLoops = 0;
+    for (const auto& [name, b] : loopsByFunction_) allLoops = addBytes(allLoops, b);
+    const uint64_t kept = addBytes(keptScratch_[0], keptScratch_[1]);
+    for (Computation& c : computations_) {
+      const uint64_t others = std::min<uint64_t>(allLoops - loopsByFunction_[c.fn], backend::kPoolMaxCachedBytes);
+      const uint64_t extra = addBytes(addBytes(others, kept), c.transientScratch);
+      c.work = addBytes(c.work, extra);
+      if (c.training) {
+        c.training->activationBytes = addBytes(c.training->activationBytes, extra);
+        if (!est_.training || c.training->peak() > est_.training->peak()) est_.training = *c.training;
+      }
+      const uint64_t total = addBytes(addBytes(c.inputs, c.work), c.results);
+      if (total > est_.activationBytes || !est_.where.valid()) {
+        est_.activationBytes = total;
+        est_.inputBytes = c.inputs;
+        est_.workspaceBytes = c.work;
+        est_.resultBytes = c.results;
+        est_.where = c.where;
+      }
+    }
     for (const auto& p : m.params) {
       ir::TensorType local{p.type.dtype, ir::localShape(m, p.type, p.sharding)};
       est_.paramBytes = addBytes(est_.paramBytes, bytes(local));
@@ -40,21 +69,36 @@ class MemoryWalker : public ShardingWalk {
     // A checkpoint save: each rank holds one group of the checkpoint whole
     // at a time (the params, then the states, as writeCheckpoint lists them).
     if (saves_) {
-      std::vector<uint64_t> sizes;
-      for (const auto& p : m.params) sizes.push_back(bytes(p.type));
-      for (const auto& [key, t] : stateTypes_) sizes.push_back(bytes(t));
+      // Each tensor whole, and the scratch its gather packs in: a block
+      // split along a dim other than the first is gathered into a buffer of
+      // the whole size, then unpacked (kept when small enough).
+      std::vector<uint64_t> sizes, scratch;
+      auto add = [&](const ir::TensorType& t, const std::optional<ir::Sharding>& sh) {
+        sizes.push_back(bytes(t));
+        const ir::Shape local = ir::localShape(m, t, sh);
+        bool inner = false;
+        for (size_t d = 1; d < local.size(); ++d) inner = inner || local[d] != t.shape[d];
+        scratch.push_back(inner && bytes(t) > backend::Communicator::kKeptScratch ? bytes(t) : 0);
+      };
+      for (const auto& p : m.params) add(p.type, p.sharding);
+      for (const auto& [key, t] : stateTypes_) add(t, stateShardings_[key]);
       uint64_t group = 0;
       for (auto [lo, hi] : checkpointGroups(sizes)) {
-        uint64_t sum = 0;
-        for (size_t i = lo; i < hi; ++i) sum += sizes[i];
-        group = std::max(group, sum);
+        uint64_t sum = 0, most = 0;
+        for (size_t i = lo; i < hi; ++i) {
+          sum += sizes[i];
+          most = std::max(most, scratch[i]);
+        }
+        group = std::max(group, addBytes(sum, most));
       }
       // Beside the group: the JIT's workspace, kept at the largest size a
-      // function of the run planned (the pool's buffers are released).
-      if (addBytes(group, maxWork_) > est_.activationBytes) {
-        est_.activationBytes = addBytes(group, maxWork_);
+      // function of the run planned, and the kept scratch (the pool's
+      // buffers are released).
+      const uint64_t work = addBytes(maxWork_, addBytes(keptScratch_[0], keptScratch_[1]));
+      if (addBytes(group, work) > est_.activationBytes) {
+        est_.activationBytes = addBytes(group, work);
         est_.resultBytes = group;
-        est_.workspaceBytes = maxWork_;
+        est_.workspaceBytes = work;
         est_.inputBytes = 0;
         est_.where = *saves_;
       }
@@ -69,15 +113,35 @@ class MemoryWalker : public ShardingWalk {
  private:
   const backend::JitOptions& jit_;  // the planner's options, as the run's engine
   bool donating_;
+  int workspaces_, ranks_;
   MemoryEstimate& est_;
   std::map<std::string, uint64_t> states_;  // optimizer state -> bytes per rank
   std::map<std::string, ir::TensorType> stateTypes_;  // optimizer state -> its whole type
+  std::map<std::string, std::optional<ir::Sharding>> stateShardings_;  // optimizer state -> its sharding
   std::optional<SourceLoc> saves_;
   uint64_t maxWork_ = 0;  // the largest planned workspace of a function the run calls
+  // One function call of the walk, as measured; finish() adds what the
+  // other calls leave behind and keeps the largest.
+  struct Computation {
+    std::string fn;
+    uint64_t inputs = 0, work = 0, results = 0;
+    uint64_t transientScratch = 0;  // its largest collective's scratch beyond the kept buffers
+    SourceLoc where;
+    std::optional<MemoryEstimate::TrainingStep> training;
+  };
+  std::vector<Computation> computations_;
+  std::map<std::string, uint64_t> loopsByFunction_;  // function -> its loop buffers (the pool keeps them)
+  uint64_t keptScratch_[2] = {0, 0};  // the communicator's kept scratch buffers (backend/Communicator.h)
 
   void saveCheckpoint(const HostStmt& s) override { checkpointsAt(s.loc); }
 
   static uint64_t bytes(const ir::TensorType& t) { return (uint64_t)t.byteSize(); }
+
+  // One rank's share of a planned workspace: each OS thread keeps one
+  // (backend/jit/JitEngine.cpp), used in turn by the rank fibers it runs.
+  uint64_t workspaceShare(uint64_t b) const {
+    return workspaces_ >= ranks_ ? b : (uint64_t)((unsigned __int128)b * workspaces_ / ranks_);
+  }
 
   // A loop's buffers outside the planned workspace (backend/jit/
   // LowerLoop.cpp): its body's workspace and two of each carried value,
@@ -94,6 +158,33 @@ class MemoryWalker : public ShardingWalk {
     return b;
   }
 
+  // The scratch the collectives of `f` (and of its loop bodies) pack
+  // their blocks in (backend/Collectives.cpp, Communicator::scratch): up to
+  // kKeptScratch per slot kept from call to call (into keptScratch_), a
+  // larger one for its call only; returns the largest of those.
+  uint64_t collectiveScratch(const ir::Function& f) {
+    uint64_t transient = 0;
+    for (const auto& op : f.ops) {
+      if (op->body) transient = std::max(transient, collectiveScratch(*op->body));
+      if (op->operands.empty() || !op->result) continue;
+      const uint64_t in = bytes(op->operands[0]->type);
+      uint64_t slot[2] = {0, 0};
+      if (op->kind == ir::OpKind::AllGather && op->attrs.getInt("dim") != 0) slot[0] = bytes(op->result->type);
+      if (op->kind == ir::OpKind::ReduceScatter && op->attrs.getInt("dim") != 0) slot[0] = in;
+      if (op->kind == ir::OpKind::AllToAll) {
+        if (op->attrs.getInt("split_dim") != 0) slot[0] = in;
+        if (op->attrs.getInt("concat_dim") != 0) slot[1] = in;
+      }
+      uint64_t call = 0;
+      for (int i = 0; i < 2; ++i) {
+        if (slot[i] > backend::Communicator::kKeptScratch) call = addBytes(call, slot[i]);
+        else keptScratch_[i] = std::max(keptScratch_[i], slot[i]);
+      }
+      transient = std::max(transient, call);
+    }
+    return transient;
+  }
+
   void visit(const Thunk& th, const ir::Function& f, bool step, const std::vector<std::optional<ir::Sharding>>&) override {
     // Training states: the arguments after the thunk's own, the step and
     // the per-step scalars.
@@ -104,8 +195,10 @@ class MemoryWalker : public ShardingWalk {
       uint64_t b = bytes(f.args[i]->type);
       if (i >= firstState && i - firstState < tr->states.size()) {
         const auto& st = tr->states[i - firstState];
-        states_["optimizer/" + tr->optimizer + "/" + st.param + "/" + st.slot] = b;
-        stateTypes_["optimizer/" + tr->optimizer + "/" + st.param + "/" + st.slot] = st.type;
+        const std::string key = "optimizer/" + tr->optimizer + "/" + st.param + "/" + st.slot;
+        states_[key] = b;
+        stateTypes_[key] = st.type;
+        stateShardings_[key] = f.args[i]->sharding;
         states = addBytes(states, b);
       } else {
         inputs = addBytes(inputs, b);
@@ -134,25 +227,21 @@ class MemoryWalker : public ShardingWalk {
       seen.push_back(r);
       if (!donated(j)) results = addBytes(results, bytes(r->type));
     }
-    const uint64_t planned = backend::jitPlannedPeakBytes(f, jit_);
+    const uint64_t planned = workspaceShare(backend::jitPlannedPeakBytes(f, jit_));
     maxWork_ = std::max(maxWork_, planned);
-    uint64_t work = addBytes(planned, loopBuffers(f));
-    uint64_t total = addBytes(addBytes(inputs, work), results);
+    const uint64_t loops = loopBuffers(f);
+    loopsByFunction_[f.name] = loops;
+    Computation c{f.name, inputs, addBytes(planned, loops), results, programs_.module().np > 1 ? collectiveScratch(f) : 0,
+                  th.loc, std::nullopt};
     if (step && tr && tr->kind == ir::TrainRequest::Minimize) {
       // Its results: the loss, then each param's update (local, as its gradient), then the states.
-      MemoryEstimate::TrainingStep t{0, 0, states, inputs, work, results, {}, th.loc};
+      MemoryEstimate::TrainingStep t{0, 0, states, inputs, c.work, results, {}, th.loc};
       t.collectives = passes::estimateCost(programs_.module(), f).collectives;
       for (size_t i = 1; i <= tr->params.size() && i < f.results.size(); ++i)
         t.gradBytes = addBytes(t.gradBytes, bytes(f.results[i]->type));
-      if (!est_.training || t.peak() > est_.training->peak()) est_.training = t;
+      c.training = t;
     }
-    if (total > est_.activationBytes || !est_.where.valid()) {
-      est_.activationBytes = total;
-      est_.inputBytes = inputs;
-      est_.workspaceBytes = work;
-      est_.resultBytes = results;
-      est_.where = th.loc;
-    }
+    computations_.push_back(std::move(c));
   }
 };
 
@@ -160,7 +249,12 @@ class MemoryWalker : public ShardingWalk {
 
 MemoryEstimate estimateMemory(SpmdProgram& spmd, const frontend::CheckedProgram& prog, const RunOptions& opts) {
   MemoryEstimate est;
-  MemoryWalker w(spmd, opts.jit, opts.engine == Engine::Jit, est);
+  // Thread ranks beyond the cores run as fibers on one OS thread per core
+  // (runtime/Fibers.h, as runRanks does), sharing that thread's workspace;
+  // an MPI rank is a process of its own.
+  const int ranks = opts.mpi ? 1 : (int)std::max<int64_t>(1, spmd.programs().module().np);
+  const int workspaces = ranks > fibers::cores() && fibers::available() ? fibers::cores() : ranks;
+  MemoryWalker w(spmd, opts.jit, opts.engine == Engine::Jit, workspaces, ranks, est);
   if (opts.checkpointEvery > 0) w.checkpointsAt({});
   w.walk(prog.host.body);
   w.finish();

@@ -297,9 +297,14 @@ int main(int argc, char** argv) {
                     "the time went: front end, each pass, LLVM's phases, kernel counts");
   bool stats = false;
   std::string statsFormat;
-  compile->add_option("--stats", statsFormat, "print per-rank costs instead (json)")
-      ->check(CLI::IsMember({"json"}))
-      ->each([&](const std::string&) { stats = true; });
+  auto* statsOpt = compile->add_option("--stats", statsFormat, "print per-rank costs instead (json)")
+                       ->check(CLI::IsMember({"json"}))
+                       ->each([&](const std::string&) { stats = true; });
+  bool statsMpi = false;
+  compile->add_flag("--mpi", statsMpi,
+                    "with --stats: the memory estimate of MPI ranks (a process each, as gsl run --mpi), not of "
+                    "thread ranks")
+      ->needs(statsOpt);
 
   // `gsl repl [FILE] [-np N] [-D K=V]...` (repl/Repl.h).
   Common replC;
@@ -601,6 +606,7 @@ int main(int argc, char** argv) {
     if (stats) {
       gsl::runtime::RunOptions ro;
       ro.jit = gsl::backend::jitOptionsFromEnvironment();
+      ro.mpi = statsMpi;
       std::cout << statsJson(mod, perRank, prog->userFunctions, fn, ro.jit, gsl::runtime::estimateMemory(*prog, ro))
                        .dump(2)
                 << "\n";
