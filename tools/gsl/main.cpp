@@ -20,7 +20,6 @@
 #include "backend/jit/ObjectCache.h"
 #include "passes/CostModel.h"
 #include "passes/Pipeline.h"
-#include "passes/SpmdPartitioner.h"
 #include "repl/Repl.h"
 #include "runtime/Host.h"
 #include "runtime/Memory.h"
