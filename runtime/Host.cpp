@@ -15,7 +15,7 @@
 #include "runtime/SpmdProgram.h"
 #include "runtime/TestFaults.h"
 #include "runtime/ThreadComm.h"
-#include "runtime/Trace.h"
+#include "runtime/TraceFile.h"
 #include "support/Interrupt.h"
 
 namespace gsl::runtime {

@@ -49,7 +49,7 @@ struct RunOptions {
   bool mpi = false;                // this process is one MPI rank (under mpirun)
   std::string resume;              // --resume: a checkpoint to start from
   std::string logPath;             // --log: one JSON object per training step
-  std::string tracePath;           // --trace: a Chrome/Perfetto trace of the run (runtime/Trace.h)
+  std::string tracePath;           // --trace: a Chrome/Perfetto trace of the run (runtime/TraceFile.h)
   bool progress = true;            // the training progress line (stderr, rank 0)
   double* commSeconds = nullptr;   // if set: rank 0's time in collectives (benchmarks)
   // If set: the path of the last checkpoint save_checkpoint wrote (rank 0

@@ -1,4 +1,4 @@
-// `gsl trace summary FILE`: a trace file of `gsl run --trace` (runtime/Trace.h,
+// `gsl trace summary FILE`: a trace file of `gsl run --trace` (runtime/TraceFile.h,
 // docs/trace.md) as tables for a person, like torch.profiler's
 // key_averages().table(): the tensor-function calls (compile and run time
 // apart), the collectives with their bytes and bandwidth, the compiles and

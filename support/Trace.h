@@ -1,5 +1,5 @@
 // Timed events of one rank for `gsl run --trace` (the file is written by
-// runtime/Trace). Every layer records into the calling thread's recorder,
+// runtime/TraceFile). Every layer records into the calling thread's recorder,
 // `trace::current`, which is null unless tracing is on: a hook costs one
 // branch when it is off.
 //

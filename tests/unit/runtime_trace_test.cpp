@@ -1,4 +1,4 @@
-// runtime/Trace and support/Trace.h: recording scopes, the events of a
+// runtime/TraceFile and support/Trace.h: recording scopes, the events of a
 // rank as trace-event JSON, the path check and the atomic write.
 #include <doctest/doctest.h>
 
@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/Trace.h"
+#include "runtime/TraceFile.h"
 #include "runtime/TraceSummary.h"
 
 using namespace gsl;

@@ -25,7 +25,7 @@
 #include "runtime/Memory.h"
 #include "runtime/MpiComm.h"
 #include "runtime/MpiLaunch.h"
-#include "runtime/Trace.h"
+#include "runtime/TraceFile.h"
 #include "runtime/TraceSummary.h"
 #include "support/Interrupt.h"
 

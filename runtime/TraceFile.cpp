@@ -1,4 +1,4 @@
-#include "runtime/Trace.h"
+#include "runtime/TraceFile.h"
 
 #include <algorithm>
 #include <cstdio>
