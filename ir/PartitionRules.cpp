@@ -139,8 +139,7 @@ std::optional<double> splatValue(const Value* v) {
 }
 
 Sharding decidedOf(const Value* v) {
-  if (!v->sharding) return Sharding::replicated("", v->type.rank());
-  Sharding s = *v->sharding;
+  Sharding s = normalForm(v->sharding, (int)v->type.rank());
   s.partial.clear();
   return s;
 }

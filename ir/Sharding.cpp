@@ -9,6 +9,16 @@ Sharding Sharding::replicated(const std::string& mesh, int rank) {
   return s;
 }
 
+Sharding normalForm(const std::optional<Sharding>& s, int rank) {
+  if (!s || s->isReplicated()) return Sharding::replicated("", rank);
+  return *s;
+}
+
+std::optional<Sharding> annotationOf(const Sharding& s) {
+  if (s.mesh.empty()) return std::nullopt;
+  return s;
+}
+
 bool Sharding::isReplicated() const {
   for (const auto& d : dims)
     if (!d.empty()) return false;

@@ -3,6 +3,7 @@
 // replicated. `partial` lists axes over which the value is an unreduced
 // partial sum (internal only: produced by contracting a split dim).
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,5 +26,14 @@ struct Sharding {
   // " partial(model)" appended when partial is non-empty.
   std::string str() const;
 };
+
+// The one form the partitioner works on (passes/SpmdPartitioner, passes/
+// LoopPartition, the partition rules of ir/PartitionRules): every
+// replicated form (no sharding, mesh "", or replicated(m) without partial
+// axes) as mesh "" with empty dims; any other sharding as it is.
+Sharding normalForm(const std::optional<Sharding>& s, int rank);
+// The sharding a value of normal form `s` carries in the IR: none for
+// mesh "".
+std::optional<Sharding> annotationOf(const Sharding& s);
 
 }  // namespace gsl::ir

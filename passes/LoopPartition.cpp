@@ -10,17 +10,11 @@ using namespace ir;
 
 namespace {
 
-// Mesh "" = replicated everywhere; no partial axes.
+// The normal form (ir/Sharding.h) without partial axes.
 Sharding decidedOf(const std::optional<Sharding>& s, int rank) {
-  if (!s || s->isReplicated()) return Sharding::replicated("", rank);
-  Sharding t = *s;
+  Sharding t = normalForm(s, rank);
   t.partial.clear();
   return t;
-}
-
-std::optional<Sharding> annotation(const Sharding& s) {
-  if (s.mesh.empty()) return std::nullopt;
-  return s;
 }
 
 }  // namespace
@@ -36,7 +30,7 @@ void partitionLoop(const Module& m, LocalBuilder& b, const Op& op) {
   for (size_t k = 0; k < op.operands.size(); ++k) {
     Value* a = g->args[k + 1];
     argS.push_back(decidedOf(a->sharding, a->type.rank()));
-    a->sharding = annotation(argS.back());
+    a->sharding = annotationOf(argS.back());
   }
   g->args[0]->sharding = std::nullopt;
   g->resultShardings.assign(g->results.size(), std::nullopt);

@@ -26,17 +26,6 @@ namespace gsl::passes::partitioner {
 
 using namespace ir;
 
-// Normal form: mesh "" means replicated everywhere.
-inline Sharding normalize(const std::optional<Sharding>& s, int rank) {
-  if (!s || (s->isReplicated())) return Sharding::replicated("", rank);
-  return *s;
-}
-
-inline std::optional<Sharding> denormalize(const Sharding& s) {
-  if (s.mesh.empty()) return std::nullopt;
-  return s;
-}
-
 using Local = LocalValue;  // v, and how its global value lies (with partial axes)
 
 class Partitioner : public LocalBuilder {

@@ -94,7 +94,7 @@ Value* Partitioner::maskPadding(const Op& op, const DimLabels& L, const Plan& p,
     at.set("size", G[d]);
     at.set("value", 0.0);
     v = emit(OpKind::PadMask, {v}, at, loc);
-    v->sharding = denormalize(p.shardingFor(L.operands[i]));
+    v->sharding = annotationOf(p.shardingFor(L.operands[i]));
     whole_[v] = G;
   }
   return v;

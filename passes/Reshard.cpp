@@ -10,7 +10,7 @@ namespace gsl::passes::partitioner {
 
 Shape Partitioner::wholeOf(const Local& x) {
   if (auto it = whole_.find(x.v); it != whole_.end()) return it->second;
-  return ir::globalShape(mod_, x.v->type, denormalize(x.s));
+  return ir::globalShape(mod_, x.v->type, annotationOf(x.s));
 }
 
 Value* Partitioner::padTo(Value* v, int d, int64_t rows, SourceLoc loc) {
@@ -97,7 +97,7 @@ AttrMap Partitioner::collectiveAttrs(const std::string& meshName, const std::vec
 }
 
 Local Partitioner::tagged(Local l) {
-  l.v->sharding = denormalize(l.s);
+  l.v->sharding = annotationOf(l.s);
   if (l.v->sharding && l.v->sharding->isReplicated() && l.s.partial.empty()) l.v->sharding = std::nullopt;
   return l;
 }

@@ -16,9 +16,9 @@ std::unique_ptr<Function> Partitioner::run() {
   out_->name = g_.name;
   out_->loc = g_.loc;
   for (Value* a : g_.args) {
-    Sharding s = normalize(a->sharding, a->type.rank());
+    Sharding s = normalForm(a->sharding, a->type.rank());
     Value* la = out_->addArg({a->type.dtype, shapeOf(a->type, s)});
-    la->sharding = denormalize(s);
+    la->sharding = annotationOf(s);
     map_[a] = {la, s};
     whole_[la] = a->type.shape;
   }
@@ -28,11 +28,11 @@ std::unique_ptr<Function> Partitioner::run() {
     std::optional<Sharding> want = i < g_.resultShardings.size() && g_.resultShardings[i]
                                        ? g_.resultShardings[i]
                                        : r->sharding;
-    Sharding t = normalize(want, r->type.rank());
+    Sharding t = normalForm(want, r->type.rank());
     t.partial.clear();
     Local l = reshard(map_.at(r), t, g_.loc);
     out_->results.push_back(l.v);
-    out_->resultShardings.push_back(denormalize(t));
+    out_->resultShardings.push_back(annotationOf(t));
   }
   return std::move(out_);
 }
@@ -40,7 +40,7 @@ std::unique_ptr<Function> Partitioner::run() {
 Sharding Partitioner::paramStorage(const std::string& name) {
   const Param* p = mod_.findParam(name);
   GSL_ASSERT(p, "param op names an unknown param");
-  return normalize(p->sharding, p->type.rank());
+  return normalForm(p->sharding, p->type.rank());
 }
 
 void Partitioner::setResult(LocalValue l) {
@@ -146,7 +146,7 @@ void Partitioner::partitionOp(const Op& op) {
   }
   GSL_ASSERT(info.partition, std::string("op '") + info.mnemonic + "' has no partition rule");
   cur_ = &op;
-  decided_ = normalize(op.result->sharding, op.result->type.rank());
+  decided_ = normalForm(op.result->sharding, op.result->type.rank());
   decided_.partial.clear();
   info.partition(*this, op);
   GSL_ASSERT(map_.count(op.result) || folded_.count(&op),
