@@ -146,6 +146,19 @@ void collectiveInto(const Op& op, const void* in, void* out, const KernelContext
   if (traced && ctx.comm) traced.arg("bytes_sent", (int64_t)(ctx.comm->stats.bytesSent[op.kind] - sentBefore));
 }
 
+std::array<size_t, 2> collectiveScratchBytes(const Op& op) {
+  const size_t in = (size_t)op.operands[0]->type.byteSize();
+  switch (op.kind) {
+    case OpKind::AllGather:  // the gathered blocks, unpacked into the result
+      return {op.attrs.getInt("dim") != 0 ? (size_t)op.result->type.byteSize() : 0, 0};
+    case OpKind::ReduceScatter:  // the operand's blocks, packed
+      return {op.attrs.getInt("dim") != 0 ? in : 0, 0};
+    case OpKind::AllToAll:  // the blocks sent, packed; the blocks received, unpacked
+      return {op.attrs.getInt("split_dim") != 0 ? in : 0, op.attrs.getInt("concat_dim") != 0 ? in : 0};
+    default: return {0, 0};
+  }
+}
+
 static void collectiveImpl(const Op& op, const char* in, char* out, const KernelContext& ctx) {
   const char* name = op.info().mnemonic;
   const std::string what = std::string("evalCollective: ") + name;
@@ -249,7 +262,7 @@ static void collectiveImpl(const Op& op, const char* in, char* out, const Kernel
         comm.allGather(group, in, bytes, out);
         return;
       }
-      const auto blocks = comm.scratch(0, bytes * n);
+      const auto blocks = comm.scratch(0, collectiveScratchBytes(op)[0]);
       comm.allGather(group, in, bytes, blocks.get());
       unpackBlocks(blocks.get(), it.shape, dim, n, eb, out);
       return;
@@ -276,7 +289,7 @@ static void collectiveImpl(const Op& op, const char* in, char* out, const Kernel
         comm.reduceScatter(group, in, count, it.dtype, count ? out : nullptr);
         return;
       }
-      const auto packed = comm.scratch(0, bytes);
+      const auto packed = comm.scratch(0, collectiveScratchBytes(op)[0]);
       packBlocks(in, it.shape, dim, n, eb, packed.get());
       comm.reduceScatter(group, packed.get(), count, it.dtype, count ? out : nullptr);
       return;
@@ -290,7 +303,8 @@ static void collectiveImpl(const Op& op, const char* in, char* out, const Kernel
       Shape s = block;
       s[cd] *= n;
       GSL_ASSERT(s == rt.shape && rt.dtype == it.dtype, what + ": result type does not match the group size");
-      const auto packed = comm.scratch(0, sd != 0 ? bytes : 0);
+      const std::array<size_t, 2> scratch = collectiveScratchBytes(op);
+      const auto packed = comm.scratch(0, scratch[0]);
       const char* send = in;
       if (sd != 0) {
         packBlocks(in, it.shape, sd, n, eb, packed.get());
@@ -300,7 +314,7 @@ static void collectiveImpl(const Op& op, const char* in, char* out, const Kernel
         comm.allToAll(group, send, bytes / n, out);
         return;
       }
-      const auto recv = comm.scratch(1, bytes);
+      const auto recv = comm.scratch(1, scratch[1]);
       comm.allToAll(group, send, bytes / n, recv.get());
       unpackBlocks(recv.get(), block, cd, n, eb, out);
       return;

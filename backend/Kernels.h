@@ -3,6 +3,7 @@
 // the SPMD program) is compared against, so clarity wins over speed; dense
 // contractions use Eigen's matrix product.
 #pragma once
+#include <array>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -44,6 +45,10 @@ Tensor evalCollective(const ir::Op& op, const Tensor& in, const KernelContext& c
 // The same into caller memory: `in` holds the operand's words, `out` has
 // room for the result's (no copies of either; the JIT calls this).
 void collectiveInto(const ir::Op& op, const void* in, void* out, const KernelContext& ctx);
+// The scratch bytes a collective packs its blocks in (Communicator::
+// scratch), by slot: a gather or reduce-scatter along a dim other than the
+// first, and an all-to-all splitting or joining one; 0 where none.
+std::array<size_t, 2> collectiveScratchBytes(const ir::Op& op);
 
 // The reference kernel's tanh-approximation GELU of one f32 (the JIT calls
 // it for bf16 gelu, whose values must be the interpreter's bit for bit).
