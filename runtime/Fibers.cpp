@@ -37,6 +37,11 @@ int cores() {
   return (int)std::max(1u, std::thread::hardware_concurrency());
 }
 
+int workersFor(int n) {
+  const int c = cores();
+  return n > c && available() ? c : n;
+}
+
 namespace {
 
 // Bumped by progress(); a thread whose fibers all wait parks until it changes.

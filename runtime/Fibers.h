@@ -28,6 +28,11 @@ bool available();
 // The cores this process may run on (its CPU affinity), at least 1.
 int cores();
 
+// The OS threads that run `n` thread ranks (runtime/ThreadComm.h,
+// runRanks): one per core when the ranks outnumber the cores and fibers
+// are built in, else one per rank.
+int workersFor(int n);
+
 // Runs body(i) for i in [0, n) as n fibers on `workers` OS threads and
 // returns when all ended. `body` must not throw (an exception escaping it
 // terminates). Throws std::system_error when a thread or a stack cannot be

@@ -635,10 +635,9 @@ std::vector<std::exception_ptr> runRanks(int n, const std::function<void(int, ba
   };
   // More ranks than cores: rank fibers on one OS thread per core
   // (runtime/Fibers.h).
-  const int cores = fibers::cores();
-  if (n > cores && fibers::available()) {
+  if (const int workers = fibers::workersFor(n); workers < n) {
     try {
-      fibers::run(n, cores, rankMain);
+      fibers::run(n, workers, rankMain);
     } catch (const std::system_error& e) {  // no stack: nothing ran
       for (int r = 0; r < n; ++r)
         errors[r] = std::make_exception_ptr(
