@@ -8,6 +8,7 @@
 
 #include "backend/Communicator.h"
 #include "backend/Engine.h"
+#include "backend/Kernels.h"
 #include "backend/jit/JitEngine.h"
 #include "ir/Loop.h"
 #include "runtime/HostCheckpoint.h"
@@ -69,27 +70,32 @@ class MemoryWalker : public ShardingWalk {
     // A checkpoint save: each rank holds one group of the checkpoint whole
     // at a time (the params, then the states, as writeCheckpoint lists them).
     if (saves_) {
-      // Each tensor whole, and the scratch its gather packs in: a block
-      // split along a dim other than the first is gathered into a buffer of
-      // the whole size, then unpacked (kept when small enough).
-      std::vector<uint64_t> sizes, scratch;
-      auto add = [&](const ir::TensorType& t, const std::optional<ir::Sharding>& sh) {
-        sizes.push_back(bytes(t));
-        const ir::Shape local = ir::localShape(m, t, sh);
-        bool inner = false;
-        for (size_t d = 1; d < local.size(); ++d) inner = inner || local[d] != t.shape[d];
-        scratch.push_back(inner && bytes(t) > backend::Communicator::kKeptScratch ? bytes(t) : 0);
-      };
-      for (const auto& p : m.params) add(p.type, p.sharding);
-      for (const auto& [key, t] : stateTypes_) add(t, stateShardings_[key]);
+      // Each group whole, beside the scratch its gather program (the one
+      // writeCheckpoint runs, built here and kept for the run) packs in.
+      std::vector<std::string> names;
+      std::vector<ir::TensorType> types;
+      std::vector<std::optional<ir::Sharding>> shardings;
+      for (const auto& p : m.params) {
+        names.push_back(p.name);
+        types.push_back(p.type);
+        shardings.push_back(p.sharding);
+      }
+      for (const auto& [key, t] : stateTypes_) {
+        names.push_back(key);
+        types.push_back(t);
+        shardings.push_back(stateShardings_[key]);
+      }
+      std::vector<uint64_t> sizes;
+      for (const auto& t : types) sizes.push_back(bytes(t));
       uint64_t group = 0;
       for (auto [lo, hi] : checkpointGroups(sizes)) {
-        uint64_t sum = 0, most = 0;
-        for (size_t i = lo; i < hi; ++i) {
-          sum += sizes[i];
-          most = std::max(most, scratch[i]);
+        uint64_t sum = 0;
+        for (size_t i = lo; i < hi; ++i) sum += sizes[i];
+        if (m.np > 1) {
+          auto part = [&](const auto& v) { return std::vector(v.begin() + (std::ptrdiff_t)lo, v.begin() + (std::ptrdiff_t)hi); };
+          sum = addBytes(sum, collectiveScratch(programs_.gatherProgram(part(names), part(types), part(shardings))));
         }
-        group = std::max(group, addBytes(sum, most));
+        group = std::max(group, sum);
       }
       // Beside the group: the JIT's workspace, kept at the largest size a
       // function of the run planned, and the kept scratch (the pool's
@@ -166,15 +172,8 @@ class MemoryWalker : public ShardingWalk {
     uint64_t transient = 0;
     for (const auto& op : f.ops) {
       if (op->body) transient = std::max(transient, collectiveScratch(*op->body));
-      if (op->operands.empty() || !op->result) continue;
-      const uint64_t in = bytes(op->operands[0]->type);
-      uint64_t slot[2] = {0, 0};
-      if (op->kind == ir::OpKind::AllGather && op->attrs.getInt("dim") != 0) slot[0] = bytes(op->result->type);
-      if (op->kind == ir::OpKind::ReduceScatter && op->attrs.getInt("dim") != 0) slot[0] = in;
-      if (op->kind == ir::OpKind::AllToAll) {
-        if (op->attrs.getInt("split_dim") != 0) slot[0] = in;
-        if (op->attrs.getInt("concat_dim") != 0) slot[1] = in;
-      }
+      if (op->info().cls != ir::OpClass::Collective) continue;
+      const std::array<size_t, 2> slot = backend::collectiveScratchBytes(*op);
       uint64_t call = 0;
       for (int i = 0; i < 2; ++i) {
         if (slot[i] > backend::Communicator::kKeptScratch) call = addBytes(call, slot[i]);
@@ -253,8 +252,7 @@ MemoryEstimate estimateMemory(SpmdProgram& spmd, const frontend::CheckedProgram&
   // (runtime/Fibers.h, as runRanks does), sharing that thread's workspace;
   // an MPI rank is a process of its own.
   const int ranks = opts.mpi ? 1 : (int)std::max<int64_t>(1, spmd.programs().module().np);
-  const int workspaces = ranks > fibers::cores() && fibers::available() ? fibers::cores() : ranks;
-  MemoryWalker w(spmd, opts.jit, opts.engine == Engine::Jit, workspaces, ranks, est);
+  MemoryWalker w(spmd, opts.jit, opts.engine == Engine::Jit, fibers::workersFor(ranks), ranks, est);
   if (opts.checkpointEvery > 0) w.checkpointsAt({});
   w.walk(prog.host.body);
   w.finish();
