@@ -18,7 +18,9 @@
 
 // AddressSanitizer: GCC says so with __SANITIZE_ADDRESS__, Clang with
 // __has_feature.
-#if defined(__has_feature)
+#if defined(__SANITIZE_ADDRESS__)
+#define GSL_HAS_ASAN 1
+#elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define GSL_HAS_ASAN 1
 #endif
@@ -95,7 +97,7 @@ class Pool {
   // Fresh zero pages (page-aligned), untouched until written. Under
   // AddressSanitizer (make test-asan) from malloc instead, so that an
   // access past a pooled buffer's end is still caught.
-#if defined(__SANITIZE_ADDRESS__) || GSL_HAS_ASAN
+#if GSL_HAS_ASAN
   static void* map(size_t bytes) { return alloc(bytes); }
   static void unmap(void* p, size_t) { std::free(p); }
 #else
