@@ -12,9 +12,9 @@
 //   shard                    sharding rule (ir/ShardRules.h): the op's dimension
 //                            labels, used by sharding propagation and the SPMD
 //                            partitioner
-//   partition                local-partitioning rule (ir/PartitionRules.h):
-//                            what the SPMD partitioner makes of the op on local
-//                            blocks
+//   partition                which local-partitioning rule of the SPMD
+//                            partitioner (passes/PartitionRules.h) makes the
+//                            op on local blocks
 //   literal                  the dtype a number literal operand takes (Sema)
 //   volume                   collectives: bytes one rank sends, used by the cost
 //                            model (passes/CostModel), the communicators'
@@ -136,7 +136,6 @@ struct Value;
 class GradBuilder;
 
 struct DimLabels;
-class LocalBuilder;
 
 // Gradient rule (reverse mode; ir/GradRules.h): given the adjoint `g` of
 // `op`'s result (same type as the result), appends ops computing the
@@ -153,9 +152,18 @@ using TypeRule = std::string (*)(const std::vector<TensorType>& in, AttrMap& att
 // Sharding rule (ir/ShardRules.h): the dimension labels of `op`.
 using ShardRule = DimLabels (*)(const Op& op);
 
-// Local-partitioning rule (ir/PartitionRules.h): appends, through the
-// partitioner's builder, what `op` becomes on local blocks.
-using PartitionRule = void (*)(LocalBuilder& b, const Op& op);
+// Local-partitioning rule: which of the SPMD partitioner's rules
+// (passes/PartitionRules.h, one function each, named partition<Kind>)
+// appends what `op` becomes on local blocks. A name, not a function: the
+// rules are partitioning code and live with the partitioner in passes/.
+#define GSL_PARTITION_RULES(X) \
+  X(Local) X(LocalShape) X(Mean) X(Param) X(Constant) X(Copy) X(Whole) X(Slice) X(Concat) X(Take) X(Dropout)
+enum class PartitionRule : uint8_t {
+  None,  // collectives (per-rank programs only) and loop (passes/LoopPartition)
+#define GSL_PARTITION_RULE_KIND(name) name,
+  GSL_PARTITION_RULES(GSL_PARTITION_RULE_KIND)
+#undef GSL_PARTITION_RULE_KIND
+};
 
 // Byte-volume rule of a collective: the bytes one member of a group of `n`
 // sends, from the bytes of its local input, by the ring algorithm's
@@ -199,7 +207,7 @@ struct OpInfo {
   GradRule grad;                 // nullptr: not differentiable (a constant to autodiff;
                                  // param ops are handled by the pass itself)
   ShardRule shard;               // nullptr: collectives (per-rank programs only)
-  PartitionRule partition;       // nullptr: collectives (per-rank programs only)
+  PartitionRule partition;       // None: collectives (per-rank programs only)
   LiteralDType literal = LiteralDType::Natural;
   VolumeRule volume = nullptr;   // collectives that communicate
   unsigned traits = NoTraits;    // OpTrait bits

@@ -28,7 +28,7 @@ struct Sharding {
 };
 
 // The one form the partitioner works on (passes/SpmdPartitioner, passes/
-// LoopPartition, the partition rules of ir/PartitionRules): every
+// LoopPartition, the partition rules of passes/PartitionRules): every
 // replicated form (no sharding, mesh "", or replicated(m) without partial
 // axes) as mesh "" with empty dims; any other sharding as it is.
 Sharding normalForm(const std::optional<Sharding>& s, int rank);

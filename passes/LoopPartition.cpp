@@ -19,7 +19,7 @@ Sharding decidedOf(const std::optional<Sharding>& s, int rank) {
 
 }  // namespace
 
-void partitionLoop(const Module& m, LocalBuilder& b, const Op& op) {
+void partitionLoop(const Module& m, partitioner::Partitioner& b, const Op& op) {
   const LoopInfo info(op);
   const Function& body = *op.body;
   // How each body argument lies: carried values keep one sharding in every
@@ -53,7 +53,7 @@ void partitionLoop(const Module& m, LocalBuilder& b, const Op& op) {
     types.push_back(t);
   }
   Op* l = b.emitLoop(std::move(operands), op.attrs, types, std::move(local));
-  std::vector<LocalValue> results;
+  std::vector<partitioner::LocalValue> results;
   for (size_t j = 0; j < l->results.size(); ++j) {
     Sharding s;
     if (j < info.carried) {

@@ -5,7 +5,7 @@
 // loop ops (the only op kind it does not partition by a table rule).
 #pragma once
 #include "ir/Module.h"
-#include "ir/PartitionRules.h"
+#include "passes/Partitioner.h"
 
 namespace gsl::passes {
 
@@ -14,6 +14,6 @@ namespace gsl::passes {
 // arguments' shardings, the body partitioned with its carried results
 // resharded to the carried arguments' shardings, and records the loop's
 // local results (stacked outputs lie as their rows, dim 0 unsplit).
-void partitionLoop(const ir::Module& m, ir::LocalBuilder& b, const ir::Op& op);
+void partitionLoop(const ir::Module& m, partitioner::Partitioner& b, const ir::Op& op);
 
 }  // namespace gsl::passes

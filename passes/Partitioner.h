@@ -1,8 +1,11 @@
 // The SPMD partitioner's machinery, shared by its three files; internal to
 // the pass, whose entry points are in passes/SpmdPartitioner.h:
-//   passes/SpmdPartitioner.cpp  the walk over the ops, the LocalBuilder the
-//                               op table's partition rules work through,
-//                               and :plans' explanation;
+//   passes/SpmdPartitioner.cpp  the walk over the ops, what the partition
+//                               rules work through, and :plans'
+//                               explanation;
+//   passes/PartitionRules.cpp   the op table's partition rules (what each
+//                               op becomes on local blocks);
+//   passes/LoopPartition.cpp    a loop op, its body partitioned once;
 //   passes/Reshard.cpp          moving a value between shardings with
 //                               collectives (padding included);
 //   passes/PlanSearch.cpp       an op's plans (its labels' splits), their
@@ -18,7 +21,6 @@
 #include <vector>
 
 #include "ir/Module.h"
-#include "ir/PartitionRules.h"
 #include "ir/ShardRules.h"
 #include "passes/SpmdPartitioner.h"
 
@@ -26,15 +28,96 @@ namespace gsl::passes::partitioner {
 
 using namespace ir;
 
-using Local = LocalValue;  // v, and how its global value lies (with partial axes)
+// A value of the per-rank function and how the global value lies across
+// the ranks (mesh "" = replicated everywhere; `partial` = unreduced sums).
+struct LocalValue {
+  Value* v = nullptr;
+  Sharding s;
+};
+using Local = LocalValue;
 
-class Partitioner : public LocalBuilder {
+// The generic plan of one op, its operands already resharded to it.
+struct LocalPlan {
+  std::vector<Value*> operands;  // local operands, in the op's order
+  Sharding result;               // how the local result lies, with partial axes
+                                 // (mesh "": the op runs replicated)
+  Shape localShape;              // the result's local shape under `result`
+  int64_t partialGroup = 1;      // ranks whose partial results sum to the whole
+  std::vector<Sharding> operandLayouts;  // how each local operand lies
+};
+
+class Partitioner {
  public:
   Partitioner(const Module& m, const Function& g, const Value* target = nullptr)
       : mod_(m), g_(g), target_(target) {}
   OpPlans report_;  // the candidates of target_'s op, when partitioned
 
   std::unique_ptr<Function> run();
+
+  // ---- what the partition rules (passes/PartitionRules.cpp) and the loop
+  // partitioning (passes/LoopPartition.cpp) work through. Ops are appended
+  // at the location of the op being partitioned.
+
+  // The sharding decided for the op's result (no partial axes).
+  const Sharding& decided() const { return decided_; }
+  // The local counterpart of an already partitioned global value.
+  LocalValue local(const Value* global) { return map_.at(global); }
+  // `x` moved to sharding `t` (no partial axes) by collectives.
+  LocalValue reshard(LocalValue x, const Sharding& t) { return reshard(x, t, cur_->loc); }
+  // `x` with its value's sharding annotation set from x.s.
+  LocalValue tag(LocalValue x) { return tagged(x); }
+  // Plans `op`'s label splits and reshards its operands to the plan.
+  LocalPlan plan(const Op& op);
+  // Appends an op typed by the op table's type rule.
+  Value* emit(OpKind k, std::vector<Value*> operands, AttrMap attrs) {
+    return emit(k, std::move(operands), std::move(attrs), cur_->loc);
+  }
+  // Appends an operand-free op of a given type (param, constant).
+  Value* emitSource(OpKind k, AttrMap attrs, TensorType t) {
+    return out_->append(k, {}, std::move(attrs), std::move(t), cur_->loc)->result;
+  }
+  // The shape one rank holds of type `t` laid out as `s`.
+  Shape localShape(const TensorType& t, const Sharding& s) { return shapeOf(t, s); }
+  // How param `name` is stored across the ranks (its declared sharding).
+  Sharding paramStorage(const std::string& name);
+  // Records the local result of the op being partitioned.
+  void setResult(LocalValue l);
+  // For a loop: appends the per-rank loop with its local body and result
+  // types, and records its local results, one per result of the global loop.
+  Op* emitLoop(std::vector<Value*> operands, AttrMap attrs, const std::vector<TensorType>& types,
+               std::unique_ptr<Function> body);
+  void setResults(std::vector<LocalValue> ls);
+  // Records `v` (the local op made from `p`) as the result, laid out as
+  // p.result (checks its shape against p.localShape).
+  void finish(const Op& op, const LocalPlan& p, Value* v);
+
+  // ---- for rules that look past one op (the halo exchange of a shift)
+  // The ops of the global function that use `v` (nullptr for a use as a
+  // function result).
+  std::vector<const Op*> users(const Value* v);
+  // The op being partitioned makes no local value of its own: the single
+  // op that uses it computes what it needs from the op's operands.
+  void fold() { folded_.insert(cur_); }
+  // Each member j of the group of ranks splitting dim `d` of `s` receives
+  // `v` from member (j + q) mod n (a collective_permute; q mod n != 0).
+  Value* shiftAmongGroup(Value* v, const Sharding& s, int d, int64_t q);
+  // An i32 tensor of shape [1] holding this rank's index in the group of
+  // ranks splitting dim `d` of `s` (its block of that dim); local ops only.
+  Value* memberIndex(const Sharding& s, int d);
+  // What emitting a plan would cost one rank: `plan` runs on stand-ins for
+  // `inputs` in a scratch function and returns its local result, which is
+  // then costed (bytes sent, FLOPs, bytes held). Nothing is kept.
+  PlanCost dryRun(const std::vector<LocalValue>& inputs,
+                  const std::function<LocalValue(const std::vector<LocalValue>&)>& plan);
+  // For the REPL's :plans: a rule that chose among plans itself reports
+  // them (the layouts each plan reads its inputs at, its result's layout,
+  // its cost), `chosen` the index of the one taken.
+  struct PlanReport {
+    std::vector<Sharding> inputs;
+    Sharding result;
+    PlanCost cost;
+  };
+  void reportPlans(const std::vector<PlanReport>& plans, size_t chosen);
 
  private:
   const Module& mod_;
@@ -138,49 +221,15 @@ class Partitioner : public LocalBuilder {
   // FLOPs, then least peak memory). Records the candidates for `target`.
   Plan choosePlan(const Op& op, const DimLabels& L, const Sharding& decided, const std::set<int>& resultLabels);
 
-  // ---- the LocalBuilder the op table's partition rules work through
   const Op* cur_ = nullptr;  // the op being partitioned
   Sharding decided_;         // its result's decided sharding
-
-  const Sharding& decided() const override { return decided_; }
-  LocalValue local(const Value* global) override { return map_.at(global); }
-  LocalValue reshard(LocalValue x, const Sharding& t) override { return reshard(x, t, cur_->loc); }
-  LocalValue tag(LocalValue x) override { return tagged(x); }
-  Value* emit(OpKind k, std::vector<Value*> operands, AttrMap attrs) override {
-    return emit(k, std::move(operands), std::move(attrs), cur_->loc);
-  }
-  Value* emitSource(OpKind k, AttrMap attrs, TensorType t) override {
-    return out_->append(k, {}, std::move(attrs), std::move(t), cur_->loc)->result;
-  }
-  Shape localShape(const TensorType& t, const Sharding& s) override { return shapeOf(t, s); }
-  Sharding paramStorage(const std::string& name) override;
-  void setResult(LocalValue l) override;
-  Op* emitLoop(std::vector<Value*> operands, AttrMap attrs, const std::vector<TensorType>& types,
-               std::unique_ptr<Function> body) override;
-  void setResults(std::vector<LocalValue> ls) override;
 
   // A reshape whose operand already lies as its decided result would (the
   // same contiguous block on every rank): it runs locally, no collective.
   bool localReshape(const Op& op, LocalPlan& p);
 
-  LocalPlan plan(const Op& op) override;
-
   std::map<const Value*, std::vector<const Op*>> users_;  // of g_'s values, built on first use
   std::set<const Op*> folded_;                             // ops whose user computes their part
-
-  std::vector<const Op*> users(const Value* v) override;
-  void fold() override { folded_.insert(cur_); }
-
-  Value* shiftAmongGroup(Value* v, const Sharding& s, int d, int64_t q) override;
-
-  Value* memberIndex(const Sharding& s, int d) override;
-
-  Cost dryRun(const std::vector<LocalValue>& inputs,
-              const std::function<LocalValue(const std::vector<LocalValue>&)>& plan) override;
-
-  void reportPlans(const std::vector<PlanReport>& plans, size_t chosen) override;
-
-  void finish(const Op& op, const LocalPlan& p, Value* v) override;
 
   // Partitions one op by its row's partition rule.
   void partitionOp(const Op& op);

@@ -4,6 +4,7 @@
 
 #include "passes/CostModel.h"
 #include "passes/LoopPartition.h"
+#include "passes/PartitionRules.h"
 #include "passes/Partitioner.h"
 #include "support/Diagnostics.h"
 
@@ -96,8 +97,8 @@ Value* Partitioner::memberIndex(const Sharding& s, int d) {
   return emit(OpKind::ShardSlice, {all}, at, cur_->loc);
 }
 
-LocalBuilder::Cost Partitioner::dryRun(const std::vector<LocalValue>& inputs,
-                                       const std::function<LocalValue(const std::vector<LocalValue>&)>& plan) {
+PlanCost Partitioner::dryRun(const std::vector<LocalValue>& inputs,
+                             const std::function<LocalValue(const std::vector<LocalValue>&)>& plan) {
   auto saved = std::move(out_);
   out_ = std::make_unique<Function>();
   std::vector<LocalValue> in;
@@ -106,7 +107,7 @@ LocalBuilder::Cost Partitioner::dryRun(const std::vector<LocalValue>& inputs,
   out_->results.push_back(r.v);
   gsl::passes::Cost c = estimateCost(mod_, *out_);
   out_ = std::move(saved);
-  Cost pc;
+  PlanCost pc;
   for (auto& [k, cc] : c.collectives) pc.bytes += cc.bytes;
   pc.flops = c.flops;
   pc.memory = c.peakActivationBytes;
@@ -119,7 +120,7 @@ void Partitioner::reportPlans(const std::vector<PlanReport>& plans, size_t chose
     PlanCandidate c;
     c.operands = plans[i].inputs;
     c.result = plans[i].result;
-    c.cost = {plans[i].cost.bytes, plans[i].cost.flops, plans[i].cost.memory};
+    c.cost = plans[i].cost;
     c.chosen = i == chosen;
     report_.candidates.push_back(std::move(c));
   }
@@ -144,11 +145,10 @@ void Partitioner::partitionOp(const Op& op) {
     for (const Value* r : op.results) GSL_ASSERT(map_.count(r), "partitioner: a loop result has no local value");
     return;
   }
-  GSL_ASSERT(info.partition, std::string("op '") + info.mnemonic + "' has no partition rule");
   cur_ = &op;
   decided_ = normalForm(op.result->sharding, op.result->type.rank());
   decided_.partial.clear();
-  info.partition(*this, op);
+  applyPartitionRule(info.partition, *this, op);
   GSL_ASSERT(map_.count(op.result) || folded_.count(&op),
              std::string("the partition rule of '") + info.mnemonic + "' set no result");
 }

@@ -4,9 +4,9 @@
 // and shard_slice find the rank's group and block when they run). So the
 // program, and the time to build it, do not depend on the number of ranks.
 //
-// Each op is partitioned by its op-table row's partition rule
-// (ir/PartitionRules.h), which this pass runs through a LocalBuilder; the
-// pass itself holds no per-op code. The generic plan reads the op's
+// Each op is partitioned by the rule its op-table row names
+// (passes/PartitionRules.h, working through the Partitioner of
+// passes/Partitioner.h); the walk itself holds no per-op code. The generic plan reads the op's
 // dimension labelling (its sharding rule, ir/ShardRules.h): the split of
 // every label is taken from the op's result sharding (and, for contracted
 // labels, from the operands); contractions instead cost every legal plan

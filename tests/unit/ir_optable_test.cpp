@@ -9,7 +9,6 @@
 
 #include "ir/Function.h"
 #include "ir/OpTable.h"
-#include "ir/PartitionRules.h"
 #include "ir/ShardRules.h"
 
 using namespace gsl::ir;
@@ -33,7 +32,7 @@ std::vector<std::string> rowProblems(const OpInfo& o) {
   if (o.has(HasBody) != (o.cls == OpClass::Control))
     bad("traits", "HasBody is declared exactly by the ops of class Control");
   if (o.has(HasBody)) {
-    if (o.infer || o.grad || o.shard || o.partition)
+    if (o.infer || o.grad || o.shard || o.partition != PartitionRule::None)
       bad("traits", "declared HasBody but has a type, gradient, sharding or partition rule");
     if (o.volume) bad("volume", "an op that is not a collective has a byte volume");
     return p;
@@ -53,10 +52,10 @@ std::vector<std::string> rowProblems(const OpInfo& o) {
   // every op but the collectives (made by the partitioner, per-rank only).
   if (o.cls != OpClass::Collective) {
     if (!o.shard) bad("shard", "no sharding rule");
-    if (!o.partition) bad("partition", "no local-partitioning rule");
+    if (o.partition == PartitionRule::None) bad("partition", "no local-partitioning rule");
   } else {
     if (o.shard) bad("shard", "a collective (per-rank only) has a sharding rule");
-    if (o.partition) bad("partition", "a collective (per-rank only) has a partition rule");
+    if (o.partition != PartitionRule::None) bad("partition", "a collective (per-rank only) has a partition rule");
   }
   // Byte volume: every collective that communicates; no other op.
   if (o.cls == OpClass::Collective) {
@@ -128,7 +127,7 @@ TEST_CASE("the row check names the op and the column a row lacks") {
 
   OpInfo noShard = exp;
   noShard.shard = nullptr;
-  noShard.partition = nullptr;
+  noShard.partition = PartitionRule::None;
   CHECK_EQ(join(rowProblems(noShard)),
            "op 'exp': shard: no sharding rule\nop 'exp': partition: no local-partitioning rule\n");
 
@@ -167,7 +166,7 @@ TEST_CASE("the loop row declares HasBody; dynamic_index/dynamic_update have full
            "op 'loop': partition: no local-partitioning rule\n");
   for (auto k : {OpKind::DynamicIndex, OpKind::DynamicUpdate}) {
     INFO(opName(k));
-    const bool hasShard = opInfo(k).shard != nullptr, local = opInfo(k).partition == &partitionLocal,
+    const bool hasShard = opInfo(k).shard != nullptr, local = opInfo(k).partition == PartitionRule::Local,
                hasGrad = opInfo(k).grad != nullptr;
     CHECK(hasShard);
     CHECK(local);

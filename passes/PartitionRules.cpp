@@ -1,24 +1,27 @@
-#include "ir/PartitionRules.h"
+#include "passes/PartitionRules.h"
 
 #include <algorithm>
 #include <optional>
 #include <tuple>
 
-namespace gsl::ir {
+#include "passes/Partitioner.h"
+#include "support/Diagnostics.h"
 
-void partitionLocal(LocalBuilder& b, const Op& op) {
+namespace gsl::passes::partitioner {
+
+void partitionLocal(Partitioner& b, const Op& op) {
   LocalPlan p = b.plan(op);
   b.finish(op, p, b.emit(op.kind, p.operands, op.attrs));
 }
 
-void partitionLocalShape(LocalBuilder& b, const Op& op) {
+void partitionLocalShape(Partitioner& b, const Op& op) {
   LocalPlan p = b.plan(op);
   AttrMap at = op.attrs;
   at.set("shape", p.localShape);
   b.finish(op, p, b.emit(op.kind, p.operands, at));
 }
 
-void partitionMean(LocalBuilder& b, const Op& op) {
+void partitionMean(Partitioner& b, const Op& op) {
   LocalPlan p = b.plan(op);
   Value* v = b.emit(op.kind, p.operands, op.attrs);
   if (!p.result.partial.empty()) {
@@ -40,24 +43,24 @@ void partitionMean(LocalBuilder& b, const Op& op) {
   b.finish(op, p, v);
 }
 
-void partitionParam(LocalBuilder& b, const Op& op) {
+void partitionParam(Partitioner& b, const Op& op) {
   const TensorType& t = op.result->type;
   Sharding storage = b.paramStorage(op.attrs.getString("name"));
   Value* v = b.emitSource(OpKind::Param, op.attrs, {t.dtype, b.localShape(t, storage)});
   b.setResult(b.tag({v, storage}));
 }
 
-void partitionConstant(LocalBuilder& b, const Op& op) {
+void partitionConstant(Partitioner& b, const Op& op) {
   const TensorType& t = op.result->type;
   Value* v = b.emitSource(OpKind::Constant, op.attrs, {t.dtype, b.localShape(t, b.decided())});
   b.setResult(b.tag({v, b.decided()}));
 }
 
-void partitionCopy(LocalBuilder& b, const Op& op) {
+void partitionCopy(Partitioner& b, const Op& op) {
   b.setResult(b.reshard(b.local(op.operands[0]), b.decided()));
 }
 
-void partitionWhole(LocalBuilder& b, const Op& op) {
+void partitionWhole(Partitioner& b, const Op& op) {
   std::vector<Value*> in;
   for (Value* x : op.operands) in.push_back(b.reshard(b.local(x), Sharding::replicated("", x->type.rank())).v);
   Value* v = b.emit(op.kind, in, op.attrs);
@@ -65,7 +68,7 @@ void partitionWhole(LocalBuilder& b, const Op& op) {
   b.setResult(b.reshard(whole, b.decided()));
 }
 
-void partitionDropout(LocalBuilder& b, const Op& op) {
+void partitionDropout(Partitioner& b, const Op& op) {
   LocalPlan p = b.plan(op);
   if (op.operands.size() < 2) {  // the identity (no key): as any local op
     b.finish(op, p, b.emit(op.kind, p.operands, op.attrs));
@@ -101,11 +104,7 @@ void partitionDropout(LocalBuilder& b, const Op& op) {
   b.finish(op, p, b.emit(op.kind, {p.operands[0], key}, at));
 }
 
-}  // namespace gsl::ir
-
 // ---------------------------------------------------------------- shifts
-
-namespace gsl::ir {
 
 namespace {
 
@@ -146,7 +145,7 @@ Sharding decidedOf(const Value* v) {
 
 // `concat` as a shift, when its result is split along the concat dim
 // evenly and the slices it reads are used by it alone.
-std::optional<Shift> matchShift(LocalBuilder& b, const Op& concat) {
+std::optional<Shift> matchShift(Partitioner& b, const Op& concat) {
   if (concat.kind != OpKind::Concat || concat.operands.size() != 2) return std::nullopt;
   const int d = (int)concat.attrs.getInt("axis");
   const Sharding s = decidedOf(concat.result);
@@ -202,14 +201,14 @@ std::optional<Shift> matchShift(LocalBuilder& b, const Op& concat) {
   return std::nullopt;
 }
 
-Value* constant(LocalBuilder& b, DType t, double v, Shape shape = {}) {
+Value* constant(Partitioner& b, DType t, double v, Shape shape = {}) {
   AttrMap at;
   if (t == DType::I32) at.set("value", (int64_t)v);
   else at.set("value", v);
   return b.emitSource(OpKind::Constant, at, {t, std::move(shape)});
 }
 
-Value* sliceRows(LocalBuilder& b, Value* v, int d, int64_t start, int64_t end) {
+Value* sliceRows(Partitioner& b, Value* v, int d, int64_t start, int64_t end) {
   AttrMap at;
   at.set("axis", (int64_t)d);
   at.set("start", start);
@@ -217,7 +216,7 @@ Value* sliceRows(LocalBuilder& b, Value* v, int d, int64_t start, int64_t end) {
   return b.emit(OpKind::Slice, {v}, at);
 }
 
-Value* concatRows(LocalBuilder& b, Value* u, Value* v, int d) {
+Value* concatRows(Partitioner& b, Value* u, Value* v, int d) {
   AttrMap at;
   at.set("axis", (int64_t)d);
   return b.emit(OpKind::Concat, {u, v}, at);
@@ -226,7 +225,7 @@ Value* concatRows(LocalBuilder& b, Value* u, Value* v, int d) {
 // The global row along dim d of each local row of a block of `blk` rows
 // (member * blk + i), shaped [1, .., blk, .., 1] to broadcast over a block
 // of rank `rank`.
-Value* globalRows(LocalBuilder& b, const Sharding& s, int d, int64_t blk, int rank) {
+Value* globalRows(Partitioner& b, const Sharding& s, int d, int64_t blk, int rank) {
   AttrMap cs;
   cs.set("axis", (int64_t)0);
   cs.set("exclusive", true);
@@ -244,7 +243,7 @@ Value* globalRows(LocalBuilder& b, const Sharding& s, int d, int64_t blk, int ra
 // rows on d over n ranks) is rotated by k: member j's rows are the last
 // blk - r rows of block j + q and the first r rows of block j + q + 1
 // (k = q blk + r); only those move. A shift then masks its fill rows in.
-LocalValue haloShift(LocalBuilder& b, LocalValue x, const Shift& sh, const Sharding& s) {
+LocalValue haloShift(Partitioner& b, LocalValue x, const Shift& sh, const Sharding& s) {
   const int d = sh.d;
   const int64_t blk = x.v->type.shape[d];
   const int64_t n = sh.x->type.shape[d] / blk;
@@ -267,7 +266,7 @@ LocalValue haloShift(LocalBuilder& b, LocalValue x, const Shift& sh, const Shard
 
 // The all_gather plan: x whole along d, the slices and the concat as
 // written, then the result split as decided. in[0] is x, in[1] the fill.
-LocalValue gatherShift(LocalBuilder& b, const std::vector<LocalValue>& in, const Op& concat, const Shift& sh,
+LocalValue gatherShift(Partitioner& b, const std::vector<LocalValue>& in, const Op& concat, const Shift& sh,
                        const Sharding& s) {
   const int d = sh.d;
   Sharding whole = s;
@@ -309,7 +308,7 @@ struct Window {
 // result is split along the dim over more than one rank and x and the
 // result both divide evenly into the group's blocks (a padded dim keeps
 // the all_gather plan).
-std::optional<Window> matchWindow(LocalBuilder& b, const Op& op) {
+std::optional<Window> matchWindow(Partitioner& b, const Op& op) {
   if (op.kind != OpKind::Slice && op.kind != OpKind::Concat) return std::nullopt;
   const int d = (int)op.attrs.getInt("axis");
   const Sharding s = decidedOf(op.result);
@@ -372,7 +371,7 @@ std::optional<Window> matchWindow(LocalBuilder& b, const Op& op) {
 
 // A window's local result block `y` (b' rows on d) with its fill rows set:
 // a `where` on the global row for each side that has a fill.
-Value* maskFills(LocalBuilder& b, Value* y, const Window& w, const Sharding& s) {
+Value* maskFills(Partitioner& b, Value* y, const Window& w, const Sharding& s) {
   const int d = w.d;
   const int64_t M = w.op->result->type.shape[d];
   if (w.vlo <= 0 && w.vhi >= M) return y;
@@ -398,7 +397,7 @@ Value* maskFills(LocalBuilder& b, Value* y, const Window& w, const Sharding& s) 
 // min o, done by one `where` per bit of it (each chooses between two
 // static slices by the member's bit, from its index in the group). The
 // fills are masked in by a `where` on the global row.
-LocalValue windowHalo(LocalBuilder& b, LocalValue x, const Window& w, const Sharding& s) {
+LocalValue windowHalo(Partitioner& b, LocalValue x, const Window& w, const Sharding& s) {
   const int d = w.d, rank = x.v->type.rank();
   const int64_t n = w.n, blk = w.blk, rb = w.rblk, k = w.k;
   int64_t L = 0, R = 0;
@@ -459,7 +458,7 @@ LocalValue windowHalo(LocalBuilder& b, LocalValue x, const Window& w, const Shar
 // The all_gather plan of a window: x whole along d, the op as written,
 // then the result split as decided. in[0] is x, then a concat's fills in
 // operand order.
-LocalValue windowGather(LocalBuilder& b, const std::vector<LocalValue>& in, const Window& w, const Sharding& s) {
+LocalValue windowGather(Partitioner& b, const std::vector<LocalValue>& in, const Window& w, const Sharding& s) {
   const int d = w.d;
   Sharding whole = s;
   whole.dims[d].clear();
@@ -489,10 +488,10 @@ LocalValue windowGather(LocalBuilder& b, const std::vector<LocalValue>& in, cons
 // (the halo reads it laid out as the result, the gather whole along d),
 // then the fills (the halo reads them where they are).
 using WindowPlan = std::function<LocalValue(const std::vector<LocalValue>&)>;
-void haloOrGather(LocalBuilder& b, const std::vector<LocalValue>& ins, int d, const WindowPlan& halo,
+void haloOrGather(Partitioner& b, const std::vector<LocalValue>& ins, int d, const WindowPlan& halo,
                   const WindowPlan& gather) {
   const Sharding& s = b.decided();
-  LocalBuilder::Cost ch = b.dryRun(ins, halo), cg = b.dryRun(ins, gather);
+  PlanCost ch = b.dryRun(ins, halo), cg = b.dryRun(ins, gather);
   bool useHalo = std::tie(ch.bytes, ch.flops, ch.memory) <= std::tie(cg.bytes, cg.flops, cg.memory);
   Sharding whole = s;
   whole.dims[d].clear();
@@ -507,7 +506,7 @@ void haloOrGather(LocalBuilder& b, const std::vector<LocalValue>& ins, int d, co
 
 // Both plans of a window, costed by the same dry run; the one sending fewer
 // bytes (then FLOPs, then memory; ties: the halo) is emitted.
-void partitionWindow(LocalBuilder& b, const Window& w) {
+void partitionWindow(Partitioner& b, const Window& w) {
   const Sharding& s = b.decided();
   std::vector<LocalValue> ins{b.local(w.x)};
   if (w.op->kind == OpKind::Concat)
@@ -520,7 +519,7 @@ void partitionWindow(LocalBuilder& b, const Window& w) {
 
 }  // namespace
 
-void partitionSlice(LocalBuilder& b, const Op& op) {
+void partitionSlice(Partitioner& b, const Op& op) {
   auto u = b.users(op.result);
   if (u.size() == 1 && u[0] && matchShift(b, *u[0])) return b.fold();
   if (u.size() == 1 && u[0]) {
@@ -531,7 +530,7 @@ void partitionSlice(LocalBuilder& b, const Op& op) {
   partitionLocal(b, op);
 }
 
-void partitionConcat(LocalBuilder& b, const Op& op) {
+void partitionConcat(Partitioner& b, const Op& op) {
   auto sh = matchShift(b, op);
   if (!sh) {
     if (auto w = matchWindow(b, op)) return partitionWindow(b, *w);
@@ -556,7 +555,7 @@ void partitionConcat(LocalBuilder& b, const Op& op) {
 // whole (the plan's pending partial sum: one all_reduce, or a
 // reduce_scatter where the result is wanted split). An id outside the
 // whole table is passed on unchanged, so the local take reports it.
-void partitionTake(LocalBuilder& b, const Op& op) {
+void partitionTake(Partitioner& b, const Op& op) {
   LocalPlan p = b.plan(op);
   if (p.result.partial.empty()) {
     b.finish(op, p, b.emit(op.kind, p.operands, op.attrs));
@@ -597,4 +596,17 @@ void partitionTake(LocalBuilder& b, const Op& op) {
   b.finish(op, p, v);
 }
 
-}  // namespace gsl::ir
+// ---------------------------------------------------------------- dispatch
+
+void applyPartitionRule(PartitionRule rule, Partitioner& b, const Op& op) {
+  switch (rule) {
+#define GSL_PARTITION_RULE_CASE(name) \
+  case PartitionRule::name: return partition##name(b, op);
+    GSL_PARTITION_RULES(GSL_PARTITION_RULE_CASE)
+#undef GSL_PARTITION_RULE_CASE
+    case PartitionRule::None: break;
+  }
+  GSL_ASSERT(false, std::string("internal error: op '") + op.info().mnemonic + "' has no partition rule");
+}
+
+}  // namespace gsl::passes::partitioner
