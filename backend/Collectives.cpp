@@ -1,7 +1,7 @@
-// Collective ops of per-rank (SPMD) programs: the group of a rank over mesh
-// axes, and the evaluation of all_gather, all_reduce, reduce_scatter,
-// all_to_all, collective_permute and shard_slice on this rank's block
-// through a Communicator.
+// Collective ops of per-rank (SPMD) programs: the evaluation of all_gather,
+// all_reduce, reduce_scatter, all_to_all, collective_permute, shard_slice
+// and pad_mask on this rank's block through a Communicator, in the groups
+// the op carries (resolved when the program was built, ir::CollectiveGroups).
 //
 // Data movement works on raw elements of `eb` bytes (ir::dtypeBytes: 4 for
 // f32, i32 and bool as int32 0/1; 2 for bf16, which is sent as bf16: half
@@ -12,9 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <map>
 #include <string>
-#include <tuple>
 
 #include "backend/Kernels.h"
 #include "support/BF16.h"
@@ -66,47 +64,6 @@ ReduceOp reduceOp(const std::string& r) {
 }
 
 }  // namespace
-
-std::vector<int> collectiveGroup(const ir::Mesh& m, const std::vector<int64_t>& axes, int rank, int* index) {
-  const int64_t nd = m.numDevices();
-  GSL_ASSERT(rank >= 0 && rank < nd,
-             "collectiveGroup: rank " + std::to_string(rank) + " is outside " + m.str());
-  std::vector<bool> used(m.axes.size(), false);
-  for (int64_t a : axes) {
-    GSL_ASSERT(a >= 0 && a < (int64_t)m.axes.size() && !used[a],
-               "collectiveGroup: bad axis list for " + m.str());
-    used[a] = true;
-  }
-  std::vector<int64_t> row(m.axes.size());  // row-major strides of the mesh
-  int64_t acc = 1;
-  for (int i = (int)m.axes.size() - 1; i >= 0; --i) {
-    row[i] = acc;
-    acc *= m.axes[i].size;
-  }
-  const std::vector<int64_t> c = m.coords(rank);
-  // The member with coordinates 0 along `axes`; members step through the
-  // axes' coordinates like an odometer, the last listed axis fastest.
-  int64_t base = rank;
-  int64_t n = 1;
-  for (int64_t a : axes) {
-    base -= c[a] * row[a];
-    n *= m.axes[a].size;
-  }
-  std::vector<int> group;
-  group.reserve((size_t)n);
-  std::vector<int64_t> k(axes.size(), 0);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t r = base;
-    for (size_t j = 0; j < axes.size(); ++j) r += k[j] * row[axes[j]];
-    if (r == rank && index) *index = (int)i;
-    group.push_back((int)r);
-    for (int j = (int)axes.size() - 1; j >= 0; --j) {
-      if (++k[j] < m.axes[axes[j]].size) break;
-      k[j] = 0;
-    }
-  }
-  return group;
-}
 
 static void collectiveImpl(const Op& op, const char* in, char* out, const KernelContext& ctx);
 
@@ -164,36 +121,21 @@ static void collectiveImpl(const Op& op, const char* in, char* out, const Kernel
   const std::string what = std::string("evalCollective: ") + name;
   GSL_ASSERT(op.info().cls == ir::OpClass::Collective, what + " is not a collective");
   GSL_ASSERT(op.result && op.operands.size() == 1, what + " without its operand and result");
-  GSL_ASSERT(ctx.mesh, what + " without meshes in the kernel context");
   const ir::AttrMap& at = op.attrs;
   const TensorType& it = op.operands[0]->type;
   const TensorType& rt = op.result->type;
-  const ir::Mesh& mesh = ctx.mesh(at.getString("mesh"));
-  // The group depends only on the mesh's shape, the axes and the rank:
-  // computed once per thread and reused (a step makes thousands of calls).
-  struct GroupKey {
-    std::vector<int64_t> sizes, axes;
-    int rank;
-    bool operator<(const GroupKey& o) const { return std::tie(rank, axes, sizes) < std::tie(o.rank, o.axes, o.sizes); }
-  };
-  thread_local std::map<GroupKey, std::pair<std::vector<int>, int>> groups;
-  thread_local GroupKey key;  // the probe: its vectors keep their capacity
-  key.axes = at.getInts("axes");
-  key.rank = ctx.rank;
-  key.sizes.clear();
-  for (const auto& a : mesh.axes) key.sizes.push_back(a.size);
-  auto found = groups.find(key);
-  if (found == groups.end()) {
-    int idx = -1;
-    std::vector<int> g = collectiveGroup(mesh, key.axes, ctx.rank, &idx);
-    found = groups.emplace(key, std::make_pair(std::move(g), idx)).first;
-  }
-  const std::vector<int>& group = found->second.first;
-  const int index = found->second.second;
+  // The groups were resolved when the program was built (passes/ResolveGroups).
+  GSL_ASSERT(op.groups, "internal error: " + what + " without its resolved groups");
+  const ir::CollectiveGroups& groups = *op.groups;
+  GSL_ASSERT(ctx.rank >= 0 && ctx.rank < (int)groups.groupOf.size(),
+             "internal error: " + what + ": rank " + std::to_string(ctx.rank) + " is outside the mesh");
+  const std::vector<int>& group = groups.groups[(size_t)groups.groupOf[(size_t)ctx.rank]];
+  const int index = groups.indexOf[(size_t)ctx.rank];
   const int64_t n = (int64_t)group.size();
   if (at.has("n"))
     GSL_ASSERT(at.getInt("n") == n, what + ": attr n = " + std::to_string(at.getInt("n")) +
-                                        " but the group over " + mesh.str() + " has " + std::to_string(n) +
+                                        " but the group over mesh '" + at.getString("mesh") + "' has " +
+                                        std::to_string(n) +
                                         " members");
   const int64_t eb = ir::dtypeBytes(it.dtype);
   const size_t bytes = (size_t)it.byteSize();

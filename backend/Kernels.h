@@ -28,16 +28,13 @@ struct KernelContext {
   uint64_t seed = 0;  // global --seed (random_uniform)
   // Returns the current value of a param by name (the `param` op).
   std::function<const Tensor&(const std::string&)> param;
-  // Per-rank programs (SPMD): this rank, the communicator and the meshes
-  // named by collective ops. Unused by global (single-device) programs.
+  // Per-rank programs (SPMD): this rank and the communicator. Unused by
+  // global (single-device) programs. `mesh` (optional) names the axes of a
+  // collective in --trace events; the groups are on the op (op.groups).
   int rank = 0;
   Communicator* comm = nullptr;
   std::function<const ir::Mesh&(const std::string&)> mesh;
 };
-
-// The world ranks of the group of `rank` over mesh axes `axes` (mesh axis
-// indices, major first), in member order, and rank's index in it.
-std::vector<int> collectiveGroup(const ir::Mesh& m, const std::vector<int64_t>& axes, int rank, int* index);
 
 // Evaluates a collective op (all_reduce, all_gather, reduce_scatter,
 // all_to_all, collective_permute, shard_slice) on this rank's block.

@@ -57,6 +57,7 @@ Op* Function::appendClone(const Op& src, std::vector<Value*> operands) {
   for (const Value* r : src.results) types.push_back(r->type);
   Op* c = appendMulti(src.kind, std::move(operands), src.attrs, types,
                       src.body ? src.body->clone() : nullptr, src.loc);
+  c->groups = src.groups;
   for (size_t i = 0; i < src.results.size(); ++i) {
     c->results[i]->sharding = src.results[i]->sharding;
     c->results[i]->shardingLoc = src.results[i]->shardingLoc;

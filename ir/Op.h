@@ -17,6 +17,7 @@
 namespace gsl::ir {
 
 struct Function;
+struct CollectiveGroups;
 
 struct Op {
   OpKind kind;
@@ -28,6 +29,10 @@ struct Op {
   // The loop body (a function of its own, isolated from the enclosing one:
   // it reads only its arguments); null for every other op.
   std::unique_ptr<Function> body;
+  // A collective of a per-rank program: its groups over its mesh and axes,
+  // for every rank (passes/ResolveGroups); null before, and for other ops.
+  // Never printed: the mesh and axes attributes say the same.
+  std::shared_ptr<const CollectiveGroups> groups;
 
   const OpInfo& info() const { return opInfo(kind); }
   Op();

@@ -4,6 +4,7 @@
 #include "ir/Verifier.h"
 #include "passes/Autocast.h"
 #include "passes/CombineAllReduce.h"
+#include "passes/ResolveGroups.h"
 #include "passes/ShapeInference.h"
 #include "passes/ShardingPropagation.h"
 #include "passes/Simplify.h"
@@ -109,6 +110,9 @@ const RankPass kRankPasses[] = {
     //    for each run of small all_reduces that can go together (a layer's
     //    weight gradients), instead of one each.
     {"combine-all-reduce", [](RankProgram& p) { combineAllReduces(*p.local); }},
+    // 5. Group resolution: each collective's groups over its mesh axes,
+    //    for every rank, worked out once here instead of in every call.
+    {"resolve-groups", [](RankProgram& p) { resolveGroups(p.m, *p.local); }},
 };
 
 }  // namespace

@@ -22,7 +22,7 @@ Tensor localBlock(const ir::Module& m, const Tensor& global, const std::optional
     std::vector<int64_t> axes;
     for (const auto& a : s->dims[d]) axes.push_back(mesh->axisIndex(a));
     int index = 0;
-    backend::collectiveGroup(*mesh, axes, rank, &index);
+    ir::collectiveGroup(*mesh, axes, rank, &index);
     offset[d] = index * local[d];
   }
   // One block of the whole (every split axis of size 1): the tensor itself.

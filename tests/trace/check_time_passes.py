@@ -65,7 +65,8 @@ if total[1] != 100.0:
 # Every phase: once for the front end and each global pass, once per
 # per-rank program for each per-rank pass and JIT phase.
 expected = {"front end": 1, "pass shape-inference": 1, "pass training": 1, "pass verify": 3}
-for p in ["update-sharding", "propagation", "partition", "combine-all-reduce", "simplify", "verify"]:
+for p in ["update-sharding", "propagation", "partition", "combine-all-reduce", "simplify", "resolve-groups",
+          "verify"]:
     expected["rank pass " + p] = programs
 for p in ["lower", "optimise", "codegen", "link"]:
     expected["jit " + p] = programs

@@ -153,16 +153,18 @@ inline std::vector<std::vector<int64_t>> axisLists(int rank) {
   return out;
 }
 
-// One collective op on a fresh single-op function, typed by ir::inferType.
+// One collective op on a fresh single-op function over `mesh`, typed by
+// ir::inferType, its groups resolved (as passes/ResolveGroups does).
 struct OneOp {
   ir::Function f;
   ir::Op* op = nullptr;
-  OneOp(OpKind k, const TensorType& in, AttrMap attrs) {
+  OneOp(const ir::Mesh& mesh, OpKind k, const TensorType& in, AttrMap attrs) {
     ir::Value* x = f.addArg(in);
     TensorType out;
     std::string err = ir::inferType(k, {in}, attrs, out);
     if (!err.empty()) throw std::runtime_error("inferType: " + err);
     op = f.append(k, {x}, std::move(attrs), out);
+    op->groups = std::make_shared<const ir::CollectiveGroups>(mesh, op->attrs.getInts("axes"));
   }
 };
 
@@ -197,7 +199,7 @@ inline std::vector<Case> makeCases(const ir::Mesh& mesh) {
   std::vector<Case> cases;
   auto add = [&](std::string what, const std::vector<int64_t>& axes, OpKind k, DType dt, Shape s, AttrMap a,
                  Expect e, ExpectBytes b) {
-    auto op = std::make_shared<OneOp>(k, TensorType{dt, s}, std::move(a));
+    auto op = std::make_shared<OneOp>(mesh, k, TensorType{dt, s}, std::move(a));
     cases.push_back({what + " " + ir::dtypeName(dt) + ir::shapeStr(s) + " on " + mesh.str() + " axes " + axesStr(axes),
                      axes, dt, std::move(s), std::move(op), std::move(e), std::move(b)});
   };

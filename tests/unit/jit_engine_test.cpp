@@ -312,6 +312,7 @@ TEST_CASE("jit: one compiled per-rank program serves every rank (shard_slice, al
     for (int r = 0; r < n; ++r)
       ts.emplace_back([&, r] {
         Builder b;
+        b.mesh = &mesh;
         build(b, x);
         BarrierComm comm(world, r);
         KernelContext ctx;
@@ -344,6 +345,7 @@ TEST_CASE("jit: reduce_scatter, all_to_all and collective_permute on 2 x 2 ranks
     for (int r = 0; r < n; ++r)
       ts.emplace_back([&, r] {
         Builder b;
+        b.mesh = &mesh;
         Value* v = b.arg(randF32({4, 8}, -5, 5, 60 + r));  // every rank its own block
         auto common = [](Ints axes, int64_t size) {
           return attrs({{"mesh", std::string("m")}, {"axes", axes}, {"n", size}});
@@ -386,6 +388,7 @@ TEST_CASE("jit: a communication failure is rethrown by the engine") {
   ctx.comm = &comm;
   ctx.mesh = [&](const std::string&) -> const ir::Mesh& { return mesh; };
   Builder b;
+  b.mesh = &mesh;
   Value* v = b.arg(randF32({3}));
   b.f.results = {b.op(OpKind::AllReduce, {v}, attrs({{"mesh", std::string("m")}, {"axes", Ints{0}},
                                                       {"n", int64_t(1)}, {"reduce", std::string("sum")}}))};

@@ -111,6 +111,9 @@ inline int64_t compareTensors(const Tensor& jit, const Tensor& ref, const std::s
 struct Builder {
   ir::Function f;
   std::vector<Tensor> args;
+  // The mesh of the collectives built by op(): their groups resolved over
+  // it, as passes/ResolveGroups does for a compiled program.
+  const ir::Mesh* mesh = nullptr;
 
   Builder() { f.name = "t"; }
 
@@ -124,7 +127,12 @@ struct Builder {
     TensorType out;
     std::string err = ir::inferType(k, in, at, out);
     REQUIRE_MESSAGE(err.empty(), err);
-    return f.append(k, std::move(operands), std::move(at), out)->result;
+    ir::Op* o = f.append(k, std::move(operands), std::move(at), out);
+    if (o->info().cls == ir::OpClass::Collective) {
+      REQUIRE_MESSAGE(mesh, "Builder: a collective needs Builder::mesh");
+      o->groups = std::make_shared<const ir::CollectiveGroups>(*mesh, o->attrs.getInts("axes"));
+    }
+    return o->result;
   }
   Value* typed(OpKind k, AttrMap at, const TensorType& t, std::vector<Value*> operands = {}) {
     return f.append(k, std::move(operands), std::move(at), t)->result;

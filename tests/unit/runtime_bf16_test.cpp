@@ -60,6 +60,7 @@ Run run(OpKind k, DType dt, const Shape& s, AttrMap at) {
   std::string err = ir::inferType(k, {x->type}, at, out);
   REQUIRE_MESSAGE(err.empty(), err);
   ir::Op* op = f.append(k, {x}, at, out);
+  op->groups = std::make_shared<const ir::CollectiveGroups>(m, op->attrs.getInts("axes"));
   Run r;
   r.out.resize(4);
   r.stats.resize(4);
@@ -126,6 +127,7 @@ TEST_CASE("bf16 all_reduce accumulates in f32: 256 + 1 + 1 + 1 is not stuck at 2
   TensorType out;
   REQUIRE(ir::inferType(OpKind::AllReduce, {x->type}, at, out).empty());
   ir::Op* op = f.append(OpKind::AllReduce, {x}, at, out);
+  op->groups = std::make_shared<const ir::CollectiveGroups>(m, op->attrs.getInts("axes"));
   std::vector<float> got(4);
   runtime::runRanksOrThrow(4, [&](int rank, Communicator& comm) {
     KernelContext ctx;

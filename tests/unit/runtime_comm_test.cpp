@@ -391,7 +391,7 @@ TEST_CASE("ThreadComm: 64 ranks on few cores") {
   ir::Mesh mesh = makeMesh({{"a", 8}, {"b", 8}});
   AttrMap a = baseAttrs({1}, 8);
   a.set("dim", int64_t(0));
-  OneOp gather(OpKind::AllGather, {DType::I32, {2, 2}}, a);
+  OneOp gather(mesh, OpKind::AllGather, {DType::I32, {2, 2}}, a);
   runRanksOrThrow(n, [&](int r, Communicator& c) {
     std::vector<int> all(n);
     for (int i = 0; i < n; ++i) all[i] = i;
