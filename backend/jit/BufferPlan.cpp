@@ -136,19 +136,36 @@ bool generatedBF16(OpKind k) {
 // op with bf16 operands or results (other than a collective, which moves
 // raw elements) is evaluated by the reference kernel, which computes in
 // f32 and rounds once.
-bool generatedForDType(const ir::Op& op, const JitOptions& opts) {
+// `gemm`: the op's contraction plan (planGemm), if it has one.
+bool generatedForDType(const ir::Op& op, const JitOptions& opts, const std::optional<Gemm>& gemm) {
   if (op.info().cls == ir::OpClass::Collective || op.kind == OpKind::Loop) return true;
   bool bf16 = op.result && op.result->type.dtype == DType::BF16;
   for (IRValue v : op.operands) bf16 |= v->type.dtype == DType::BF16;
   if (bf16 && (op.kind == OpKind::Einsum || (op.kind == OpKind::MatMul && opts.bf16Dot <= 0)))
-    return planGemm(op, opts).has_value();
+    return gemm.has_value();
   return !bf16 || generatedBF16(op.kind);
+}
+
+bool runsReferenceKernel(const ir::Op& op, const JitOptions& opts, const std::optional<Gemm>& gemm) {
+  if (op.kind == OpKind::Loop) return false;  // no reference kernel: its body's ops follow the list
+  return !hasLowering(op.kind) ||
+         std::find(opts.fallbackOps.begin(), opts.fallbackOps.end(), op.kind) != opts.fallbackOps.end() ||
+         !generatedForDType(op, opts, gemm);
+}
+
+// The contraction plan of every matmul and einsum that plans as a GEMM,
+// made once: the fallback choice asks whether a bf16 one does, and the
+// lowering emits the plans of those that run as generated code.
+void planContractions(const ir::Function& f, const JitOptions& opts, BufferPlan& p) {
+  const size_t n = f.ops.size();
+  p.gemm.assign(n, std::nullopt);
+  for (size_t i = 0; i < n; ++i) p.gemm[i] = planGemm(*f.ops[i], opts);
 }
 
 void markFallback(const ir::Function& f, const JitOptions& opts, BufferPlan& p) {
   const size_t n = f.ops.size();
   p.fallback.assign(n, false);
-  for (size_t i = 0; i < n; ++i) p.fallback[i] = runsReferenceKernel(*f.ops[i], opts);
+  for (size_t i = 0; i < n; ++i) p.fallback[i] = runsReferenceKernel(*f.ops[i], opts, p.gemm[i]);
 }
 
 // Elementwise code that is generated (and so may be fused), and ops that
@@ -197,13 +214,11 @@ void markFused(const ir::Function& f, const ResultIndex& resultIndex, const Uses
   }
 }
 
-// Contraction plans of the live, unfused matmuls and einsums that run as
-// generated code.
-void planContractions(const ir::Function& f, const JitOptions& opts, BufferPlan& p) {
-  const size_t n = f.ops.size();
-  p.gemm.resize(n);
-  for (size_t i = 0; i < n; ++i)
-    if (p.live[i] && !p.fused[i] && !p.fallback[i]) p.gemm[i] = planGemm(*f.ops[i], opts);
+// Only the live, unfused matmuls and einsums that run as generated code
+// keep their contraction plans.
+void keepGeneratedContractions(const ir::Function& f, BufferPlan& p) {
+  for (size_t i = 0; i < f.ops.size(); ++i)
+    if (!(p.live[i] && !p.fused[i] && !p.fallback[i])) p.gemm[i].reset();
 }
 
 // Where each result of the function comes from.
@@ -444,10 +459,7 @@ void assignOffsets(const ir::Function& f, const std::unordered_map<IRValue, size
 }  // namespace
 
 bool runsReferenceKernel(const ir::Op& op, const JitOptions& opts) {
-  if (op.kind == OpKind::Loop) return false;  // no reference kernel: its body's ops follow the list
-  return !hasLowering(op.kind) ||
-         std::find(opts.fallbackOps.begin(), opts.fallbackOps.end(), op.kind) != opts.fallbackOps.end() ||
-         !generatedForDType(op, opts);
+  return runsReferenceKernel(op, opts, planGemm(op, opts));
 }
 
 bool isElementwise(OpKind k) {
@@ -461,10 +473,11 @@ BufferPlan planBuffers(const ir::Function& f, const JitOptions& opts) {
   BufferPlan p;
   const ResultIndex resultIndex = resultSlots(f);
   markLive(f, p);
+  planContractions(f, opts, p);
   markFallback(f, opts, p);
   const Uses uses = countUses(f, p);
   markFused(f, resultIndex, uses, p);
-  planContractions(f, opts, p);
+  keepGeneratedContractions(f, p);
   planResults(f, resultIndex, p);
   assignStorage(f, resultIndex, p);
   const std::vector<size_t> roots = treeRoots(f, uses, p);

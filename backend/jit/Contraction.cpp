@@ -282,7 +282,7 @@ void widenBF16Operands(Gemm& g, const ir::Op& op) {
 std::optional<Gemm> planGemm(const ir::Op& op, const JitOptions& opts) {
   std::optional<Gemm> g;
   const ir::Value* v = op.result;
-  if (op.kind == ir::OpKind::MatMul)
+  if (op.kind == ir::OpKind::MatMul && op.operands.size() == 2)
     g = planMatMul(op.operands[0]->type.shape, op.operands[1]->type.shape, v->type.shape);
   if (op.kind == ir::OpKind::Einsum && op.operands.size() == 2) {
     ir::EinsumSpec es;
