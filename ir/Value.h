@@ -17,11 +17,8 @@ struct Value {
   TensorType type;
   std::optional<Sharding> sharding;  // user annotation or (later) propagated
   SourceLoc shardingLoc;             // where the user annotation was written
-  // Why the value has its sharding, when propagation gave it (for the
-  // REPL's :sharding): derived through op `shardingVia` from value
-  // `shardingSource` (an operand: forward; the result: backward).
-  const Op* shardingVia = nullptr;
-  const Value* shardingSource = nullptr;
+  // (Why propagation gave it its sharding is not kept here: the REPL asks
+  // propagation for it, passes/ShardingProvenance.h.)
   Op* def = nullptr;                 // defining op; nullptr for arguments
   int argIndex = -1;                 // >= 0 for function arguments
   // The source name of a let-bound value or a function argument (set by

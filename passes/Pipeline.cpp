@@ -68,12 +68,14 @@ const GlobalPass kGlobalPasses[] = {
 };
 
 // One function on its way to the per-rank program: `global` until the
-// partitioner made `local`.
+// partitioner made `local`. `provenance`: the gradients weight-update
+// sharding split, which propagation treats as propagated, not annotated.
 struct RankProgram {
   const ir::Module& m;
   ir::Function& global;
   bool gather;
   std::unique_ptr<ir::Function> local;
+  ShardingProvenance provenance;
   ir::Function& current() { return local ? *local : global; }
 };
 
@@ -86,12 +88,12 @@ const RankPass kRankPasses[] = {
     // 0. Weight-update sharding: a training step's update of a param
     //    replicated over the data-parallel axes is split over them (its
     //    gradient reduce_scattered, its new value all_gathered).
-    {"update-sharding", [](RankProgram& p) { shardWeightUpdates(p.m, p.global); }},
+    {"update-sharding", [](RankProgram& p) { shardWeightUpdates(p.m, p.global, &p.provenance); }},
     // 1. Sharding propagation from the annotations and the inputs'
     //    shardings; with `gather`, every result is made replicated.
     {"propagation",
      [](RankProgram& p) {
-       propagateShardings(p.m, p.global);
+       propagateShardings(p.m, p.global, &p.provenance);
        if (!p.gather) return;
        ir::Function& f = p.global;
        for (size_t i = 0; i < f.results.size(); ++i) {
@@ -151,7 +153,7 @@ void runGlobalPipeline(ir::Module& m, const PrintAfter* print) {
 
 std::unique_ptr<ir::Function> buildPerRankProgram(const ir::Module& m, ir::Function& f, bool gather,
                                                   const PrintAfter* print) {
-  RankProgram p{m, f, gather, nullptr};
+  RankProgram p{m, f, gather, nullptr, {}};
   for (const RankPass& pass : kRankPasses) {
     {
       trace::Scope t("rank pass", pass.name);

@@ -23,6 +23,9 @@ int splitDims(const Sharding& s) {
 struct Propagator {
   const Module& mod;
   Function& f;
+  // What gave each value its sharding: this run's steps, and any a pass
+  // before it recorded (weight-update sharding's gradients).
+  ShardingProvenance& provenance;
 
   int64_t axesProduct(const Mesh& m, const std::vector<std::string>& axes) {
     int64_t p = 1;
@@ -131,8 +134,7 @@ struct Propagator {
       Value *in = op.operands[j], *out = op.results[j];
       if (out->sharding || !in->sharding) continue;
       out->sharding = in->sharding;
-      out->shardingVia = &op;
-      out->shardingSource = in;
+      provenance.record(out, &op, in);
       changed = true;
     }
     return changed;
@@ -145,8 +147,7 @@ struct Propagator {
       Value *in = op.operands[j], *out = op.results[j];
       if (in->sharding || !out->sharding) continue;
       in->sharding = out->sharding;
-      in->shardingVia = &op;
-      in->shardingSource = out;
+      provenance.record(in, &op, out);
       changed = true;
     }
     return changed;
@@ -168,9 +169,11 @@ struct Propagator {
   }
 
   // A fresh copy of `pristine` (the body before propagation) with its
-  // arguments and results constrained, propagated.
+  // arguments and results constrained, propagated (its steps recorded in
+  // `steps`).
   std::unique_ptr<Function> trialBody(const Function& pristine, const Op& op, const LoopInfo& info,
-                                      const std::vector<std::optional<Sharding>>& carried) {
+                                      const std::vector<std::optional<Sharding>>& carried,
+                                      ShardingProvenance& steps) {
     auto b = pristine.clone();
     b->resultShardings.assign(b->results.size(), std::nullopt);
     for (size_t k = 0; k < op.operands.size(); ++k) {
@@ -196,7 +199,7 @@ struct Propagator {
       if (!row.dims.empty()) row.dims.erase(row.dims.begin());
       b->resultShardings[info.carried + m] = row;
     }
-    propagateShardings(mod, *b);
+    propagateShardings(mod, *b, &steps);
     return b;
   }
 
@@ -216,8 +219,10 @@ struct Propagator {
     }
     std::unique_ptr<Function> pristine = op.body->clone();
     std::unique_ptr<Function> b;
+    ShardingProvenance bodySteps;  // of the last trial, the body kept
     for (size_t round = 0; round <= info.carried; ++round) {
-      b = trialBody(*pristine, op, info, carried);
+      bodySteps = ShardingProvenance();
+      b = trialBody(*pristine, op, info, carried, bodySteps);
       bool changed = false;
       for (size_t j = 0; j < info.carried; ++j)
         if (!carried[j] && b->results[j]->sharding) {
@@ -233,11 +238,12 @@ struct Propagator {
       b->resultShardings[j] = carried[j];
     }
     op.body = std::move(b);
+    provenance.merge(bodySteps);
     for (size_t j = 0; j < info.carried; ++j)
       for (Value* v : {op.operands[j], op.results[j]})
         if (!v->sharding && carried[j]) {
           v->sharding = carried[j];
-          v->shardingVia = &op;
+          provenance.record(v, &op, nullptr);
         }
     for (size_t m = 0; m < info.outputs; ++m) {
       Value* out = op.results[info.carried + m];
@@ -247,8 +253,7 @@ struct Propagator {
       s.partial.clear();
       s.dims.insert(s.dims.begin(), std::vector<std::string>{});
       out->sharding = s;
-      out->shardingVia = &op;
-      out->shardingSource = op.body->results[info.carried + m];
+      provenance.record(out, &op, op.body->results[info.carried + m]);
     }
   }
 
@@ -283,7 +288,6 @@ struct Propagator {
     collect(srcs, L, axes);
     op.result->sharding = build(mesh, op.result, L.result, axes, L, op);
     if (op.kind == OpKind::Reshape) keepLayout(op.operands[0], op.result);
-    op.result->shardingVia = &op;
     // The source: the operand with the most split dims (rule 2); among
     // those, the one whose splits the result took most often (after a
     // refinement, rule 2b, the refined operand).
@@ -301,7 +305,7 @@ struct Propagator {
           (!best || splitDims(*v->sharding) > splitDims(*best->sharding) ||
            (splitDims(*v->sharding) == splitDims(*best->sharding) && taken(v) > taken(best))))
         best = v;
-    op.result->shardingSource = best;
+    provenance.record(op.result, &op, best);
     return true;
   }
 
@@ -330,8 +334,7 @@ struct Propagator {
       collect(srcs, L, axes);
       v->sharding = build(mesh, v, L.operands[i], axes, L, op);
       if (op.kind == OpKind::Reshape) keepLayout(op.result, v);
-      v->shardingVia = &op;
-      v->shardingSource = op.result;
+      provenance.record(v, &op, op.result);
       changed = true;
     }
     return changed;
@@ -358,7 +361,7 @@ struct Propagator {
       Op& prod = **it;
       if (prod.kind == OpKind::Loop || !prod.result) continue;
       Value* v = prod.result;
-      if (!v->sharding || v->sharding->mesh.empty() || !v->shardingVia || returned.count(v)) continue;
+      if (!v->sharding || v->sharding->mesh.empty() || !provenance.propagated(v) || returned.count(v)) continue;
       const std::string mesh = v->sharding->mesh;
       const auto& us = users[v];
       if (us.empty()) continue;
@@ -418,8 +421,7 @@ struct Propagator {
       }
       if (!changed) continue;
       v->sharding = s;
-      v->shardingVia = us[0];
-      v->shardingSource = us[0]->result;
+      provenance.record(v, us[0], us[0]->result);
       any = true;
     }
     return any;
@@ -468,8 +470,9 @@ struct Propagator {
 
 }  // namespace
 
-void propagateShardings(const Module& m, Function& f) {
-  Propagator p{m, f};
+void propagateShardings(const Module& m, Function& f, ShardingProvenance* provenance) {
+  ShardingProvenance own;  // the run's own, when the caller keeps none
+  Propagator p{m, f, provenance ? *provenance : own};
   p.run();
 }
 

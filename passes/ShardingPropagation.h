@@ -19,12 +19,18 @@
 // Values nothing reaches stay replicated (no sharding). A value whose
 // sharding has an empty mesh name is fixed as replicated (a host input that
 // lies whole on every rank).
+//
+// With `provenance`, the step that gave each value its sharding is recorded
+// there (passes/ShardingProvenance.h: the REPL's :sharding explains a value
+// by it); entries already in it (weight-update sharding's) count as
+// propagated, not annotated. The shardings are the same with or without it.
 #pragma once
 #include "ir/Module.h"
+#include "passes/ShardingProvenance.h"
 
 namespace gsl::passes {
 
-void propagateShardings(const ir::Module& m, ir::Function& f);
+void propagateShardings(const ir::Module& m, ir::Function& f, ShardingProvenance* provenance = nullptr);
 void propagateShardings(ir::Module& m);  // every function
 
 }  // namespace gsl::passes

@@ -150,7 +150,8 @@ Sharding stateSharding(const Sharding &u, const std::string &slot) {
 
 } // namespace
 
-void shardWeightUpdates(const Module &m, Function &f) {
+void shardWeightUpdates(const Module &m, Function &f,
+                        ShardingProvenance *provenance) {
   if (!f.train || f.train->kind != TrainRequest::Minimize)
     return;
   const TrainRequest &tr = *f.train;
@@ -196,8 +197,8 @@ void shardWeightUpdates(const Module &m, Function &f) {
     Value *g = op->operands[0];
     if (role == "grad" && g->def && !g->sharding && users(f, g) == 1) {
       g->sharding = it->second;
-      g->shardingVia = op;
-      g->shardingSource = v;
+      if (provenance)
+        provenance->record(g, op, v);
     }
   }
   for (size_t k = 0; k < tr.states.size(); ++k) {

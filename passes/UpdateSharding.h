@@ -31,6 +31,7 @@
 #include <cstdint>
 
 #include "ir/Module.h"
+#include "passes/ShardingProvenance.h"
 
 namespace gsl::passes {
 
@@ -38,6 +39,10 @@ inline constexpr int64_t kMinUpdateShardElements = 65536;
 
 // Runs on a global function with its inputs' shardings, before propagation
 // (buildPerRankProgram); a no-op for functions that are not training steps.
-void shardWeightUpdates(const ir::Module &m, ir::Function &f);
+// A gradient given the update's split is recorded in `provenance` (if
+// given) as derived through its marker copy; propagation, given the same
+// table, treats it as propagated rather than annotated (it may refine it).
+void shardWeightUpdates(const ir::Module &m, ir::Function &f,
+                        ShardingProvenance *provenance = nullptr);
 
 } // namespace gsl::passes

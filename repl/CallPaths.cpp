@@ -72,10 +72,11 @@ void copyBodyNames(const ir::Function& from, ir::Function& to) {
   }
 }
 
-std::unique_ptr<ir::Function> propagated(const ir::Module& m, const ir::Function& f) {
+std::unique_ptr<ir::Function> propagated(const ir::Module& m, const ir::Function& f,
+                                         passes::ShardingProvenance* provenance) {
   auto c = f.clone();
   copyNames(f, *c);
-  passes::propagateShardings(m, *c);
+  passes::propagateShardings(m, *c, provenance);
   copyBodyNames(f, *c);
   c->renumber();
   return c;
@@ -112,7 +113,7 @@ std::vector<PathRoot> pathRoots(const Build& b, const Build* stepBuild, const St
     r.build = &b;
     r.fn = name;
     r.prefix = name + ".";
-    r.ir = propagated(mod, *f);
+    r.ir = propagated(mod, *f, &r.provenance);
     roots.push_back(std::move(r));
   }
   if (step && stepBuild) {
@@ -121,7 +122,7 @@ std::vector<PathRoot> pathRoots(const Build& b, const Build* stepBuild, const St
     r.leaves = &step->thunk->leaves;
     r.ir = runtime::thunkForInputs(*step->thunk, step->inputs);
     copyNames(*step->thunk->fn, *r.ir);
-    passes::propagateShardings(*stepBuild->prog->module, *r.ir);
+    passes::propagateShardings(*stepBuild->prog->module, *r.ir, &r.provenance);
     copyBodyNames(*step->thunk->fn, *r.ir);
     r.ir->renumber();
     roots.push_back(std::move(r));

@@ -30,6 +30,7 @@
 
 #include "frontend/Frontend.h"
 #include "ir/Module.h"
+#include "passes/ShardingProvenance.h"
 #include "runtime/HostWalk.h"
 
 namespace gsl::repl {
@@ -46,8 +47,11 @@ void collectLoops(const ir::Function& f, std::vector<const ir::Op*>& out);
 // body, as propagation does, keep its values in order but not their
 // names). A body whose values differ in number is left unnamed.
 void copyBodyNames(const ir::Function& from, ir::Function& to);
-// A copy of `f` (its arguments lying as they do), propagated, with names.
-std::unique_ptr<ir::Function> propagated(const ir::Module& m, const ir::Function& f);
+// A copy of `f` (its arguments lying as they do), propagated, with names;
+// with `provenance`, why its values have their shardings is recorded there
+// (valid while the copy lives).
+std::unique_ptr<ir::Function> propagated(const ir::Module& m, const ir::Function& f,
+                                         passes::ShardingProvenance* provenance = nullptr);
 
 // The training step of a build: the first `opt.minimize(...)` its fn main
 // runs, found by the host-script walk (runtime/HostWalk.h) with the
@@ -77,6 +81,7 @@ struct PathRoot {
   std::string prefix;  // "loss." for fn loss, "" for the step
   const std::vector<frontend::HostLeaf>* leaves = nullptr;  // the step's inputs
   std::unique_ptr<ir::Function> ir;                         // propagated
+  passes::ShardingProvenance provenance;                    // why ir's values lie as they do
   std::vector<PathValue> values;                            // in text order
 };
 

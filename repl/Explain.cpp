@@ -165,7 +165,7 @@ std::string valueName(const ValueContext& c, const Value& v) {
 }
 
 std::string shardingOrigin(const ValueContext& c, const Value& v) {
-  if (v.shardingVia || !v.sharding) return "";
+  if (c.provenance.propagated(&v) || !v.sharding) return "";
   if (c.leaves && !c.loop && v.argIndex >= (int)c.leaves->size() && !v.callPaths.empty())
     return "(an optimizer state of the training step: it lies as its param is stored)";
   if (v.sharding->mesh.empty()) return "(a host input: whole on every rank)";
@@ -198,7 +198,7 @@ std::string shardingOrigin(const ValueContext& c, const Value& v) {
       std::string o = shardingOrigin(outer, init);
       return "(carried by the loop, the same sharding in every iteration; it enters the loop as " +
              valueName(outer, init) + " " + shardingText(init.sharding) +
-             (o.empty() ? (init.shardingVia ? " (propagated)" : "") : " " + o) + ")";
+             (o.empty() ? (c.provenance.propagated(&init) ? " (propagated)" : "") : " " + o) + ")";
     }
     if (isBodyArg(c, v)) return v.argIndex == 0 ? "(the loop index)" : "(an input of the loop, the same in every iteration)";
   }
@@ -227,7 +227,7 @@ std::string explainSharding(const ValueContext& c, const Value& v, const std::st
     os << "\n  no annotation reaches it (values that propagation does not reach are replicated)\n";
     return os.str();
   }
-  if (!v.shardingVia) {
+  if (!c.provenance.propagated(&v)) {
     os << " " << shardingOrigin(c, v) << "\n";
     return os.str();
   }
@@ -251,18 +251,19 @@ std::string explainSharding(const ValueContext& c, const Value& v, const std::st
   };
   const Value* cur = &v;
   std::set<const Value*> seen;
-  while (cur && cur->shardingVia && seen.insert(cur).second) {
-    const Op& op = *cur->shardingVia;
+  const passes::ShardingStep* step = nullptr;
+  while (cur && (step = c.provenance.find(cur)) && seen.insert(cur).second) {
+    const Op& op = *step->via;
     if (op.result == cur) {  // forward: from the operands
-      const Value* src = cur->shardingSource;
-      if (!src || !src->shardingVia) {
+      const Value* src = step->source;
+      if (!src || !c.provenance.propagated(src)) {
         os << "  <- " << opText(c, op) << " from\n";
         std::set<const Value*> listed;
         for (const Value* o : op.operands) {
           if (!o->sharding || !listed.insert(o).second) continue;
           std::string origin = shardingOrigin(c, *o);
           os << "       " << valueName(c, *o) << " " << shardingText(o->sharding)
-             << (origin.empty() ? (o->shardingVia ? " (propagated)" : "") : " " + origin) << "\n";
+             << (origin.empty() ? (c.provenance.propagated(o) ? " (propagated)" : "") : " " + origin) << "\n";
         }
         partialNote(op);
         return os.str();
@@ -275,7 +276,7 @@ std::string explainSharding(const ValueContext& c, const Value& v, const std::st
     } else {  // backward: from the result of a use
       const Value* r = op.result;
       os << "  <- used by " << opText(c, op) << " = " << valueName(c, *r) << " " << shardingText(r->sharding);
-      if (!r->shardingVia) {
+      if (!c.provenance.propagated(r)) {
         std::string origin = shardingOrigin(c, *r);
         os << (origin.empty() ? "" : " " + origin) << "\n";
         return os.str();

@@ -10,6 +10,7 @@
 #include "frontend/HostProgram.h"
 #include "ir/Module.h"
 #include "passes/CostModel.h"
+#include "passes/ShardingProvenance.h"
 #include "passes/SpmdPartitioner.h"
 #include "repl/Session.h"
 
@@ -19,6 +20,9 @@ namespace gsl::repl {
 struct ValueContext {
   const Build& build;
   const ir::Module& mod;
+  // Why each value has its sharding: what propagating the function (and
+  // its loop bodies) recorded (propagated(..., &provenance)).
+  const passes::ShardingProvenance& provenance;
   std::string fn;                                            // user fn ("" in a thunk)
   const std::vector<frontend::HostLeaf>* leaves = nullptr;   // thunk inputs
   std::string hostVar;  // the host variable being explained (a thunk's result)
@@ -35,8 +39,8 @@ std::string valueName(const ValueContext& c, const ir::Value& v);
 // FILE:LINE:COL", "host variable x", ... ("" when it has none).
 std::string shardingOrigin(const ValueContext& c, const ir::Value& v);
 
-// The chain of propagation steps that gave `v` (propagated in place) its
-// sharding, back to the user annotations it comes from:
+// The chain of propagation steps that gave `v` its sharding (as
+// c.provenance records them), back to the user annotations it comes from:
 //   h: @shard(m, [data, model])
 //     <- relu(%2)
 //     <- matmul(x, w1) from

@@ -59,13 +59,14 @@ void Session::sharding(const std::string& name) {
   // Values of f's loop bodies are found too, each with a note that says
   // which loop it is in.
   auto explainIn = [&](ir::Function& f, const std::string& v, const std::string& label) {
-    auto c = propagated(mod, f);
+    passes::ShardingProvenance why;
+    auto c = propagated(mod, f, &why);
     auto vals = valuesNamed(*c, v);
     auto inLoops = loopValuesNamed(*c, v);
     const size_t n = vals.size() + inLoops.size();
     size_t k = 0;
     auto tagged = [&]() { return label + (n > 1 ? "#" + std::to_string(k++) : ""); };
-    ValueContext ctx{*b, mod, f.name};
+    ValueContext ctx{*b, mod, why, f.name};
     for (auto* x : vals) out_ << explainSharding(ctx, *x, tagged());
     for (const auto& lv : inLoops) {
       if (lv.value == lv.loop->body->args[0]) {  // the loop index
@@ -97,7 +98,6 @@ void Session::sharding(const std::string& name) {
     return;
   }
   if (const ir::Param* p = mod.findParam(name)) {
-    ValueContext ctx{*b, mod, ""};
     std::string origin;
     if (const ast::Decl* d = paramDecl(*b, name); d && d->annot) origin = " annotated at " + b->where(d->annot->loc);
     out_ << name << ": " << shardingText(p->sharding) << origin << "\n";
@@ -109,11 +109,12 @@ void Session::sharding(const std::string& name) {
     for (const auto& fname : b->prog->userFunctions) {
       ir::Function* f = mod.findFunction(fname);
       if (!f) continue;
-      auto c = propagated(mod, *f);
+      passes::ShardingProvenance why;
+      auto c = propagated(mod, *f, &why);
       for (auto& op : c->ops)
-        if (op->kind == ir::OpKind::Param && op->attrs.getString("name") == name && op->result->shardingVia &&
+        if (op->kind == ir::OpKind::Param && op->attrs.getString("name") == name && why.propagated(op->result) &&
             !sameLayout(op->result->sharding, p->sharding)) {
-          ValueContext fc{*b, mod, fname};
+          ValueContext fc{*b, mod, why, fname};
           out_ << "  in fn " << fname << " it is used as:\n";
           std::istringstream lines(explainSharding(fc, *op->result, name));
           for (std::string l; std::getline(lines, l);) out_ << "    " << l << "\n";
@@ -132,9 +133,10 @@ void Session::sharding(const std::string& name) {
     copyNames(*v.thunk->fn, *f);
     for (size_t i = 0; i < v.inputs.size(); ++i)
       f->args[i]->sharding = v.inputs[i] ? v.inputs[i] : Sharding::replicated("", f->args[i]->type.rank());
-    passes::propagateShardings(mod, *f);
+    passes::ShardingProvenance why;
+    passes::propagateShardings(mod, *f, &why);
     f->renumber();
-    ValueContext ctx{*b, mod, "", &v.thunk->leaves, name};
+    ValueContext ctx{*b, mod, why, "", &v.thunk->leaves, name};
     out_ << explainSharding(ctx, *f->results[v.result], name);
     return;
   }
@@ -144,8 +146,9 @@ void Session::sharding(const std::string& name) {
   if (any) return;
   if (mod.findFunction(name)) {
     ir::Function* f = mod.findFunction(name);
-    auto c = propagated(mod, *f);
-    ValueContext ctx{*b, mod, f->name};
+    passes::ShardingProvenance why;
+    auto c = propagated(mod, *f, &why);
+    ValueContext ctx{*b, mod, why, f->name};
     for (auto* a : c->args) out_ << explainSharding(ctx, *a, name + "." + valueName(ctx, *a));
     for (size_t i = 0; i < c->results.size(); ++i)
       out_ << explainSharding(ctx, *c->results[i], name + ".return" + (c->results.size() > 1 ? "#" + std::to_string(i) : ""));
@@ -176,7 +179,7 @@ bool Session::byCallPath(Build& b, const std::string& name, bool explain) {
       out_ << label << ": replicated (the index of " << loopText(rb, *pv->loop)
            << ": an i32 scalar, the same on every device)\n";
     else {
-      ValueContext ctx{rb, m, root->fn, root->leaves};
+      ValueContext ctx{rb, m, root->provenance, root->fn, root->leaves};
       ctx.loop = pv->loop;
       ctx.enclosing = pv->enclosing;
       out_ << explainSharding(ctx, *pv->value, label);
@@ -254,7 +257,8 @@ void Session::plans(const std::string& name) {
   ir::Function* f = userFunction(*b, name.substr(0, dot), true);
   if (!f) return;
   const ir::Module& mod = *b->prog->module;
-  auto c = propagated(mod, *f);
+  passes::ShardingProvenance why;
+  auto c = propagated(mod, *f, &why);
   std::string vname = name.substr(dot + 1);
   // Values of the function, then of its loop bodies (whose plans are
   // chosen once for every iteration, in the body on its own).
@@ -272,7 +276,7 @@ void Session::plans(const std::string& name) {
   }
   for (size_t k = 0; k < vals.size(); ++k) {
     auto [v, loop] = vals[k];
-    ValueContext ctx{*b, mod, f->name};
+    ValueContext ctx{*b, mod, why, f->name};
     ctx.loop = loop;
     ctx.enclosing = around[k];
     if (!v->def) {

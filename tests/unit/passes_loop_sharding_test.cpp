@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ir/IRParser.h"
+#include "ir/Printer.h"
 #include "ir/Verifier.h"
 #include "passes/CostModel.h"
 #include "passes/Pipeline.h"
@@ -32,6 +33,23 @@ const ir::Op& theLoop(const ir::Function& f) {
   return *f.ops[0];
 }
 
+// A loop whose carried value only its body's annotation reaches (the
+// first test case says what propagation makes of it).
+const char* const kBodyGivesCarried =
+    "np = 2\n"
+    "mesh @m = [data: 2]\n"
+    "\n"
+    "func @f(%0: f32[4, 8]) -> (f32[4, 8], f32[3, 4, 8]) {\n"
+    "  %1, %2 = loop %0 {carried = 1, trip = 3} : f32[4, 8], f32[3, 4, 8] {\n"
+    "    body(%3: i32, %4: f32[4, 8]):\n"
+    "    %5 = tanh %4 : f32[4, 8]\n"
+    "    %6 = copy %5 : f32[4, 8] @shard(m, [data, _])\n"
+    "    %7 = exp %6 : f32[4, 8]\n"
+    "    yield %7, %5\n"
+    "  }\n"
+    "  return %1, %2\n"
+    "}\n";
+
 }  // namespace
 
 TEST_CASE("a carried value unconstrained outside takes the sharding the body gives it, in every iteration") {
@@ -39,20 +57,7 @@ TEST_CASE("a carried value unconstrained outside takes the sharding the body giv
   // split over `data`. The fixed point: h enters the body split the same
   // way, the loop's operand and result lie so too, and so does everything
   // computed from h in the body.
-  auto m = parse(
-      "np = 2\n"
-      "mesh @m = [data: 2]\n"
-      "\n"
-      "func @f(%0: f32[4, 8]) -> (f32[4, 8], f32[3, 4, 8]) {\n"
-      "  %1, %2 = loop %0 {carried = 1, trip = 3} : f32[4, 8], f32[3, 4, 8] {\n"
-      "    body(%3: i32, %4: f32[4, 8]):\n"
-      "    %5 = tanh %4 : f32[4, 8]\n"
-      "    %6 = copy %5 : f32[4, 8] @shard(m, [data, _])\n"
-      "    %7 = exp %6 : f32[4, 8]\n"
-      "    yield %7, %5\n"
-      "  }\n"
-      "  return %1, %2\n"
-      "}\n");
+  auto m = parse(kBodyGivesCarried);
   ir::Function& f = *m->functions[0];
   passes::propagateShardings(*m, f);
   const ir::Op& lp = theLoop(f);
@@ -65,6 +70,32 @@ TEST_CASE("a carried value unconstrained outside takes the sharding the body giv
   CHECK(str(lp.results[0]->sharding) == split);
   // The per-iteration output (tanh's row) is stacked with dim 0 unsplit.
   CHECK(str(lp.results[1]->sharding) == "@shard(m, [_, data, _])");
+}
+
+TEST_CASE("given a provenance table, propagation records the step that gave each value its sharding, in loop bodies too") {
+  // The shardings are the same with the table or without it.
+  auto plain = parse(kBodyGivesCarried);
+  passes::propagateShardings(*plain, *plain->functions[0]);
+  auto m = parse(kBodyGivesCarried);
+  ir::Function& f = *m->functions[0];
+  passes::ShardingProvenance why;
+  passes::propagateShardings(*m, f, &why);
+  CHECK(ir::printFunction(f) == ir::printFunction(*plain->functions[0]));
+  const ir::Op& lp = theLoop(f);
+  const ir::Function& body = *lp.body;
+  CHECK(!why.propagated(body.ops[1]->result));  // %6, annotated
+  CHECK(!why.propagated(body.results[0]));       // %7, constrained as the carried value
+  // %5 = tanh %4: forward from the entering h, once the fixed point gave
+  // h its sharding.
+  const ir::Value* t = body.ops[0]->result;
+  REQUIRE(why.find(t));
+  CHECK(why.find(t)->via == body.ops[0].get());
+  CHECK(why.find(t)->source == body.args[1]);
+  // The stacked output: through the loop, from the body's row.
+  REQUIRE(why.find(lp.results[1]));
+  CHECK(why.find(lp.results[1])->via == &lp);
+  CHECK(why.find(lp.results[1])->source == body.results[1]);
+  CHECK(why.propagated(lp.operands[0]));  // the unannotated argument
 }
 
 TEST_CASE("a carried value's operand sharding wins over what the body would give it") {
