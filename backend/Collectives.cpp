@@ -56,13 +56,6 @@ void unpackBlocks(const char* blocks, const Shape& block, int64_t dim, int64_t n
       std::memcpy(dst + (o * n + j) * piece, blocks + j * blockBytes + o * piece, piece);
 }
 
-ReduceOp reduceOp(const std::string& r) {
-  if (r == "sum") return ReduceOp::Sum;
-  if (r == "max") return ReduceOp::Max;
-  GSL_ASSERT(r == "min", "all_reduce: unknown reduction '" + r + "'");
-  return ReduceOp::Min;
-}
-
 }  // namespace
 
 static void collectiveImpl(const Op& op, const char* in, char* out, const KernelContext& ctx);
@@ -211,7 +204,7 @@ static void collectiveImpl(const Op& op, const char* in, char* out, const Kernel
     }
     case OpKind::AllReduce: {
       GSL_ASSERT(rt == it, what + ": result type differs from the operand's");
-      const ReduceOp r = reduceOp(at.has("reduce") ? at.getString("reduce") : std::string("sum"));
+      const ReduceOp r = at.has("reduce") ? at.getReduce("reduce") : ReduceOp::Sum;
       // bool is int32 0/1: max is `or`, min is `and`; a sum is meaningless.
       GSL_ASSERT(!(it.dtype == DType::Bool && r == ReduceOp::Sum), what + ": sum of bool");
       if (bytes && in != out) std::memcpy(out, in, bytes);

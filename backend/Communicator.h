@@ -23,7 +23,7 @@ struct CommError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class ReduceOp { Sum, Max, Min };
+using ir::ReduceOp;  // all_reduce's reduction, an IR attr (ir/Attr.h)
 
 // Bytes this rank sent, per collective kind (the op's mnemonic,
 // "all_reduce", ...), and counts.

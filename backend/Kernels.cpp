@@ -527,9 +527,7 @@ bool einsumAsMatMul(const ir::EinsumSpec& es, const Tensor& a, const Tensor& b, 
 }
 
 Tensor einsum(const Op& op, const std::vector<Tensor>& in, const TensorType& rt) {
-  ir::EinsumSpec es;
-  std::string err = ir::parseEinsum(op.attrs.getString("spec"), in.size(), es);
-  GSL_ASSERT(err.empty(), "einsum: " + err);
+  const ir::EinsumSpec& es = op.attrs.getEinsum("spec");
   if (in.size() == 2) {
     Tensor out;
     if (einsumAsMatMul(es, in[0], in[1], rt, out)) return out;

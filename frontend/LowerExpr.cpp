@@ -489,6 +489,7 @@ EV Sema::lowerBuiltin(Ctx& c, const ast::Expr& e, const OpInfo& op) {
         }
         break;
       case ArgKind::String:
+      case ArgKind::Einsum:  // parsed below, once the operands are known
         if (x->kind != ast::ExprKind::String) {
           err(c, startLoc(*x), std::string(op.builtin) + "'s '" + spec.name + "' must be a string literal");
           ok = false;
@@ -504,7 +505,8 @@ EV Sema::lowerBuiltin(Ctx& c, const ast::Expr& e, const OpInfo& op) {
           at.set(spec.name, x->dtype);
         }
         break;
-      case ArgKind::Variadic: break;
+      case ArgKind::Variadic:
+      case ArgKind::Reduce: break;  // IR only (all_reduce has no builtin)
     }
   }
   for (auto& o : operands) {
@@ -538,6 +540,17 @@ EV Sema::lowerBuiltin(Ctx& c, const ast::Expr& e, const OpInfo& op) {
       DType dt = op.literal == LiteralDType::F32 ? DType::F32 : defaultDType(operands[i]);
       vals.push_back(materialize(c, operands[i], dt, operandLocs[i]));
     }
+  }
+  // An einsum spec, parsed where the type rule parsed it when it was a
+  // string: its errors come after the operands' and point at the call.
+  for (const ArgSpec& a : op.args) {
+    if (a.kind != ArgKind::Einsum) continue;
+    Attr parsed;
+    if (auto m = parseStringAttr(op, a, at.getString(a.name), vals.size(), parsed); !m.empty()) {
+      err(c, e.loc, m);
+      return {};
+    }
+    at.set(a.name, std::move(parsed));
   }
   return emit(c, op.kind, vals, at, e.loc, attrLocs);
 }

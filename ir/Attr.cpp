@@ -8,6 +8,21 @@ namespace gsl::ir {
 
 std::string formatDouble(double v);
 
+const char* reduceOpName(ReduceOp r) {
+  switch (r) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+  }
+  return "?";
+}
+
+std::optional<ReduceOp> parseReduceOp(std::string_view s) {
+  for (ReduceOp r : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min})
+    if (s == reduceOpName(r)) return r;
+  return std::nullopt;
+}
+
 std::string attrStr(const Attr& a) {
   struct V {
     std::string operator()(int64_t v) const { return std::to_string(v); }
@@ -23,6 +38,8 @@ std::string attrStr(const Attr& a) {
     }
     std::string operator()(const std::vector<int64_t>& v) const { return shapeStr(v); }
     std::string operator()(DType d) const { return dtypeName(d); }
+    std::string operator()(const EinsumSpec& e) const { return (*this)(e.text); }
+    std::string operator()(ReduceOp r) const { return (*this)(std::string(reduceOpName(r))); }
   };
   return std::visit(V{}, a);
 }
@@ -63,5 +80,7 @@ const std::vector<int64_t>& AttrMap::getInts(const std::string& k) const {
   return typed<std::vector<int64_t>>(*this, k);
 }
 DType AttrMap::getDType(const std::string& k) const { return typed<DType>(*this, k); }
+const EinsumSpec& AttrMap::getEinsum(const std::string& k) const { return typed<EinsumSpec>(*this, k); }
+ReduceOp AttrMap::getReduce(const std::string& k) const { return typed<ReduceOp>(*this, k); }
 
 }  // namespace gsl::ir

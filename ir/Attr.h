@@ -1,20 +1,34 @@
 // Op attributes: static (compile-time) arguments of an op, such as reduction
 // axes, a reshape target or an einsum spec. Kept in a sorted map so the IR
-// prints deterministically.
+// prints deterministically. Values that IR text writes as strings but the
+// compiler reads as something else (an einsum spec, a reduction) are kept
+// parsed, in their own alternatives.
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
+#include "ir/Einsum.h"
 #include "ir/Type.h"
 
 namespace gsl::ir {
 
-using Attr = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>, DType>;
+// The reduction of an all_reduce (its `reduce` attr), which the
+// communicators run (backend/Communicator.h).
+enum class ReduceOp { Sum, Max, Min };
 
-std::string attrStr(const Attr& a);  // IR text form: 3, 1.5, true, "s", [0, 1], f32
+const char* reduceOpName(ReduceOp r);                    // "sum", "max", "min"
+std::optional<ReduceOp> parseReduceOp(std::string_view s);  // inverse of reduceOpName
+
+using Attr = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>, DType, EinsumSpec, ReduceOp>;
+
+// IR text form: 3, 1.5, true, "s", [0, 1], f32; an einsum spec and a
+// reduction as strings ("ab,bc->ac", "sum").
+std::string attrStr(const Attr& a);
 
 class AttrMap {
  public:
@@ -29,6 +43,8 @@ class AttrMap {
   const std::string& getString(const std::string& k) const;
   const std::vector<int64_t>& getInts(const std::string& k) const;
   DType getDType(const std::string& k) const;
+  const EinsumSpec& getEinsum(const std::string& k) const;
+  ReduceOp getReduce(const std::string& k) const;
   const std::map<std::string, Attr>& all() const { return m_; }
   bool empty() const { return m_.empty(); }
   bool operator==(const AttrMap& o) const { return m_ == o.m_; }

@@ -360,9 +360,7 @@ void gradMatMul(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og)
 //    multiplied, in a last einsum, by one identity matrix per repeat.
 void gradEinsum(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og) {
   start(op, og);
-  EinsumSpec es;
-  std::string err = parseEinsum(op.attrs.getString("spec"), op.operands.size(), es);
-  GSL_ASSERT(err.empty(), "einsum gradient: " + err);
+  const EinsumSpec& es = op.attrs.getEinsum("spec");
   std::map<char, int64_t> size;
   std::set<char> used(es.output.begin(), es.output.end());
   for (size_t i = 0; i < es.inputs.size(); ++i)
@@ -399,7 +397,7 @@ void gradEinsum(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og)
         ins.push_back(op.operands[j]);
       }
       spec += "->" + kept;
-      r = b.op(OpKind::Einsum, ins, attrs({{"spec", spec}}));
+      r = b.op(OpKind::Einsum, ins, attrs({{"spec", einsumSpec(spec, ins.size())}}));
     }
     // Broadcast back along the labels summed out in the forward pass.
     if (kept != distinct) {
@@ -434,7 +432,7 @@ void gradEinsum(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og)
         ins.push_back(b.cast(eye(b, size[c]), r->type.dtype));  // bf16 einsums: a bf16 identity
       }
       spec += "->" + outLabels;
-      r = b.op(OpKind::Einsum, ins, attrs({{"spec", spec}}));
+      r = b.op(OpKind::Einsum, ins, attrs({{"spec", einsumSpec(spec, ins.size())}}));
     }
     og[i] = r;
   }

@@ -17,7 +17,7 @@ namespace detail {  // ir/Verifier.cpp
 std::string checkType(const TensorType& t);
 std::string checkMesh(const Mesh& m);
 std::string checkSharding(const Module& m, const Sharding& s, int rank);
-std::string checkOpSignature(const OpInfo& info, size_t numOperands, AttrMap& attrs);
+std::string checkOpSignature(const OpInfo& info, size_t numOperands, AttrMap& attrs, bool fromText);
 }  // namespace detail
 
 namespace {
@@ -795,7 +795,7 @@ class Parser {
       return fail(idTok, "op defines " + std::to_string(ids.size()) + " values but " +
                              std::to_string(printed.size()) + " types are given");
 
-    if (auto e = detail::checkOpSignature(*info, operands.size(), attrs); !e.empty())
+    if (auto e = detail::checkOpSignature(*info, operands.size(), attrs, /*fromText=*/true); !e.empty())
       return fail(mnTok, e);
     std::unique_ptr<Function> body;
     if (isLoop) {

@@ -161,59 +161,12 @@ static std::string ruleMatMul(const std::vector<TensorType>& in, AttrMap&, Tenso
   return "";
 }
 
-std::string parseEinsum(const std::string& spec, size_t numOperands, EinsumSpec& out) {
-  out = {};
-  std::string lhs = spec, rhs;
-  bool explicitOut = false;
-  if (auto p = spec.find("->"); p != std::string::npos) {
-    lhs = spec.substr(0, p);
-    rhs = spec.substr(p + 2);
-    explicitOut = true;
-  }
-  std::string cur;
-  for (char c : lhs) {
-    if (c == ',') {
-      out.inputs.push_back(cur);
-      cur.clear();
-    } else if (c == ' ') {
-    } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-      cur += c;
-    } else {
-      return std::string("einsum spec \"") + spec + "\" has invalid character '" + c +
-             "' (use letters, ',' and '->')";
-    }
-  }
-  out.inputs.push_back(cur);
-  if (out.inputs.size() != numOperands)
-    return "einsum spec \"" + spec + "\" names " + std::to_string(out.inputs.size()) +
-           " operands but " + std::to_string(numOperands) + " were given";
-  if (explicitOut) {
-    for (char c : rhs) {
-      if (c == ' ') continue;
-      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
-        return std::string("einsum spec \"") + spec + "\" has invalid character '" + c + "' in its output";
-      if (out.output.find(c) != std::string::npos)
-        return std::string("einsum output label '") + c + "' appears twice in \"" + spec + "\"";
-      bool found = false;
-      for (auto& in : out.inputs) found |= in.find(c) != std::string::npos;
-      if (!found) return std::string("einsum output label '") + c + "' does not appear in any input of \"" + spec + "\"";
-      out.output += c;
-    }
-  } else {
-    // NumPy implicit mode: labels appearing exactly once, sorted.
-    std::map<char, int> count;
-    for (auto& in : out.inputs)
-      for (char c : in) count[c]++;
-    for (auto& [c, n] : count)
-      if (n == 1) out.output += c;
-  }
-  return "";
-}
-
 static std::string ruleEinsum(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
-  EinsumSpec es;
-  const std::string& spec = at.getString("spec");
-  if (auto e = parseEinsum(spec, in.size(), es); !e.empty()) return e;
+  // Parsed, its operand count checked, where it entered (parseStringAttr).
+  const EinsumSpec& es = at.getEinsum("spec");
+  const std::string& spec = es.text;
+  GSL_ASSERT(es.inputs.size() == in.size(), "internal error: einsum spec \"" + spec + "\" for " +
+                                                std::to_string(in.size()) + " operands");
   std::map<char, int64_t> size;
   std::map<char, size_t> firstOperand;  // where each label's size came from
   for (size_t i = 0; i < in.size(); ++i) {
@@ -506,9 +459,7 @@ static std::string groupSize(AttrMap& at, int64_t& n) {
 }
 
 static std::string ruleAllReduce(const std::vector<TensorType>& in, AttrMap& at, TensorType& out) {
-  if (!at.has("reduce")) at.set("reduce", std::string("sum"));
-  const std::string& r = at.getString("reduce");
-  if (r != "sum" && r != "max" && r != "min") return "all_reduce: unknown reduction '" + r + "'";
+  if (!at.has("reduce")) at.set("reduce", ReduceOp::Sum);
   out = in[0];
   return "";
 }
@@ -645,7 +596,7 @@ static std::vector<OpInfo> makeTable() {
       {K::Or, "or", nullptr, C::Binary, {}, ruleLogic, nullptr, shardBroadcasting, P::Local, L::Natural, nullptr, NotDifferentiable},
       {K::Where, "where", "where", C::Ternary, {{"cond", A::Tensor}, {"a", A::Tensor}, {"b", A::Tensor}}, ruleWhere, gradWhere, shardBroadcasting, P::Local},
       {K::MatMul, "matmul", "matmul", C::Contraction, {{"a", A::Tensor}, {"b", A::Tensor}}, ruleMatMul, gradMatMul, shardMatMul, P::Local, L::F32},
-      {K::Einsum, "einsum", "einsum", C::Contraction, {{"spec", A::String}, {"operands", A::Variadic}}, ruleEinsum, gradEinsum, shardEinsum, P::Local, L::F32},
+      {K::Einsum, "einsum", "einsum", C::Contraction, {{"spec", A::Einsum}, {"operands", A::Variadic}}, ruleEinsum, gradEinsum, shardEinsum, P::Local, L::F32},
       {K::Sum, "sum", "sum", C::Reduction, {X, {"axis", A::Ints, std::nullopt, true}, {"keepdims", A::Bool, false}}, ruleReduce, gradSum, shardPartialReduce, P::Local},
       {K::Mean, "mean", "mean", C::Reduction, {X, {"axis", A::Ints, std::nullopt, true}, {"keepdims", A::Bool, false}}, ruleMean, gradMean, shardPartialReduce, P::Mean, L::F32},
       {K::Max, "max", "max", C::Reduction, {X, {"axis", A::Ints, std::nullopt, true}, {"keepdims", A::Bool, false}}, ruleReduce, gradMaxMin, shardReduce, P::Local},
@@ -668,7 +619,7 @@ static std::vector<OpInfo> makeTable() {
       {K::Iota, "iota", "arange", C::Source, {{"shape", A::Ints}, {"axis", A::Int, int64_t(0)}}, ruleIota, nullptr, shardSource, P::Whole},
       {K::Dropout, "dropout", "dropout", C::Random, {X, {"p", A::Float, 0.5}}, ruleDropout, gradDropout, shardDropout, P::Dropout, L::F32},
       // Collectives: no surface builtin; the args list their IR attributes.
-      {K::AllReduce, "all_reduce", nullptr, C::Collective, {X, MESH, AXES, {"reduce", A::String, std::string("sum")}}, ruleAllReduce, nullptr, nullptr, P::None, L::Natural, volumeAllReduce},
+      {K::AllReduce, "all_reduce", nullptr, C::Collective, {X, MESH, AXES, {"reduce", A::Reduce, ReduceOp::Sum}}, ruleAllReduce, nullptr, nullptr, P::None, L::Natural, volumeAllReduce},
       {K::AllGather, "all_gather", nullptr, C::Collective, {X, MESH, AXES, N, {"dim", A::Int}}, ruleAllGather, nullptr, nullptr, P::None, L::Natural, volumeAllGather},
       {K::ReduceScatter, "reduce_scatter", nullptr, C::Collective, {X, MESH, AXES, N, {"dim", A::Int}}, ruleScatterLike, nullptr, nullptr, P::None, L::Natural, volumeAllBlocksButOne},
       {K::AllToAll, "all_to_all", nullptr, C::Collective, {X, MESH, AXES, N, {"split_dim", A::Int}, {"concat_dim", A::Int}}, ruleAllToAll, nullptr, nullptr, P::None, L::Natural, volumeAllBlocksButOne},
@@ -705,6 +656,26 @@ const OpInfo* lookupBuiltin(std::string_view name) {
   for (const auto& o : allOps())
     if (o.builtin && name == o.builtin) return &o;
   return nullptr;
+}
+
+std::string parseStringAttr(const OpInfo& op, const ArgSpec& arg, const std::string& text, size_t numOperands,
+                            Attr& out) {
+  switch (arg.kind) {
+    case ArgKind::Einsum: {
+      EinsumSpec es;
+      if (auto e = parseEinsum(text, numOperands, es); !e.empty()) return e;
+      out = std::move(es);
+      return "";
+    }
+    case ArgKind::Reduce:
+      if (auto r = parseReduceOp(text)) {
+        out = *r;
+        return "";
+      }
+      return std::string(op.mnemonic) + ": unknown reduction '" + text + "'";
+    default: GSL_ASSERT(false, std::string("internal error: attribute '") + arg.name + "' is not parsed from a string");
+  }
+  return "";
 }
 
 std::string inferType(OpKind k, const std::vector<TensorType>& in, AttrMap& attrs, TensorType& out) {

@@ -96,6 +96,7 @@ enum class OpClass {
 // `n` is the group size (product of the axes' sizes), kept as an attr so the
 // type rules need no mesh.
 //   all_reduce {reduce = "sum"|"max"|"min"}: elementwise reduction over the group
+//       (a ReduceOp, ir/Attr.h)
 //   all_gather {dim}: concatenates the group's blocks along dim (dim * n)
 //   reduce_scatter {dim}: sums over the group, keeps block `index` of dim (dim / n)
 //   all_to_all {split_dim, concat_dim}: splits split_dim into n blocks, sends
@@ -122,6 +123,9 @@ enum class ArgKind {
   Bool,        // true/false -> bool attr
   String,      // string literal -> string attr
   DTypeArg,    // f32 / i32 / bool -> dtype attr
+  Einsum,      // string literal -> einsum spec attr (ir/Einsum.h), parsed
+               // once the operand count is known (parseStringAttr)
+  Reduce,      // "sum" / "max" / "min" -> reduction attr (IR text only)
 };
 
 struct ArgSpec {
@@ -232,16 +236,14 @@ const std::vector<OpInfo>& allOps();
 // Type-checks an op: runs its rule. Returns "" or the error message.
 std::string inferType(OpKind k, const std::vector<TensorType>& in, AttrMap& attrs, TensorType& out);
 
+// The attrs whose kind is a parsed value (Einsum, Reduce) enter as strings:
+// a builtin's string literal, IR text. Parses `text` as the attr `arg` of
+// `op` with `numOperands` operands into `out`; returns "" or the message
+// (the ones the type rules gave when these attrs were strings).
+std::string parseStringAttr(const OpInfo& op, const ArgSpec& arg, const std::string& text, size_t numOperands,
+                            Attr& out);
+
 // NumPy broadcasting of two shapes; returns false if incompatible.
 bool broadcastShapes(const Shape& a, const Shape& b, Shape& out);
-
-// Parsed einsum spec: one label string per operand and the output labels.
-struct EinsumSpec {
-  std::vector<std::string> inputs;
-  std::string output;
-};
-// Parses "ab,bc->ac" (implicit output when "->" is absent, as NumPy).
-// Returns "" or an error message.
-std::string parseEinsum(const std::string& spec, size_t numOperands, EinsumSpec& out);
 
 }  // namespace gsl::ir

@@ -78,9 +78,7 @@ void matmulLabels(Builder& b, const Op& op) {
 }
 
 void einsumLabels(Builder& b, const Op& op) {
-  EinsumSpec es;
-  std::string e = parseEinsum(op.attrs.getString("spec"), op.operands.size(), es);
-  GSL_ASSERT(e.empty(), "einsum spec invalid after type checking: " + e);
+  const EinsumSpec& es = op.attrs.getEinsum("spec");
   std::map<char, int> lab;
   auto get = [&](char c) {
     auto it = lab.find(c);

@@ -63,7 +63,9 @@ static const char* kindName(ArgKind k) {
     case ArgKind::Ints: return "an integer list";
     case ArgKind::Float: return "a number";
     case ArgKind::Bool: return "true or false";
-    case ArgKind::String: return "a string";
+    case ArgKind::String:
+    case ArgKind::Einsum:
+    case ArgKind::Reduce: return "a string";  // as IR text writes them
     case ArgKind::DTypeArg: return "a dtype";
     default: return "a static value";
   }
@@ -77,6 +79,8 @@ static bool attrFits(const Attr& a, ArgKind k) {
     case ArgKind::Bool: return std::holds_alternative<bool>(a);
     case ArgKind::String: return std::holds_alternative<std::string>(a);
     case ArgKind::DTypeArg: return std::holds_alternative<DType>(a);
+    case ArgKind::Einsum: return std::holds_alternative<EinsumSpec>(a);
+    case ArgKind::Reduce: return std::holds_alternative<ReduceOp>(a);
     default: return false;
   }
 }
@@ -104,8 +108,10 @@ static void operandRange(const OpInfo& info, int& lo, int& hi) {
 
 // Checks an op's operand count and that its attributes have the kinds its
 // type rule reads (so running the rule cannot hit an internal error).
-// Missing attributes that have a default get it.
-std::string checkOpSignature(const OpInfo& info, size_t numOperands, AttrMap& attrs) {
+// Missing attributes that have a default get it. `fromText` (the IR
+// parser): the attrs of parsed kinds (an einsum spec, a reduction), which
+// IR text writes as strings, are parsed (parseStringAttr).
+std::string checkOpSignature(const OpInfo& info, size_t numOperands, AttrMap& attrs, bool fromText) {
   int lo, hi;
   operandRange(info, lo, hi);
   auto plural = [](int n) { return std::to_string(n) + (n == 1 ? " operand" : " operands"); };
@@ -120,6 +126,12 @@ std::string checkOpSignature(const OpInfo& info, size_t numOperands, AttrMap& at
       if (a.dflt) attrs.set(a.name, *a.dflt);
       else if (!a.optional)
         return std::string(info.mnemonic) + " needs attribute '" + a.name + "' (" + kindName(a.kind) + ")";
+      continue;
+    }
+    if (fromText && (a.kind == ArgKind::Einsum || a.kind == ArgKind::Reduce) && std::holds_alternative<std::string>(*v)) {
+      Attr parsed;
+      if (auto e = parseStringAttr(info, a, std::get<std::string>(*v), numOperands, parsed); !e.empty()) return e;
+      attrs.set(a.name, std::move(parsed));
       continue;
     }
     if (!attrFits(*v, a.kind))
@@ -194,7 +206,7 @@ std::string checkFunction(const Module& m, const Function& f, bool body = false)
     for (const Value* res : op->results)
       if (auto e = detail::checkType(res->type); !e.empty()) return where + what + ": " + e;
     AttrMap attrs = op->attrs;
-    if (auto e = detail::checkOpSignature(info, op->operands.size(), attrs); !e.empty())
+    if (auto e = detail::checkOpSignature(info, op->operands.size(), attrs, false); !e.empty())
       return where + what + ": " + e;
     if (isLoop) {
       if (auto e = checkFunction(m, *op->body, true); !e.empty()) return e;

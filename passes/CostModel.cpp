@@ -22,8 +22,7 @@ static uint64_t opFlops(const Op& op) {
         const Shape& a = op.operands[0]->type.shape;
         return 2 * out * (uint64_t)a.back();
       }
-      EinsumSpec es;
-      if (!parseEinsum(op.attrs.getString("spec"), op.operands.size(), es).empty()) return 0;
+      const EinsumSpec& es = op.attrs.getEinsum("spec");
       std::map<char, int64_t> size;
       for (size_t i = 0; i < es.inputs.size(); ++i)
         for (size_t d = 0; d < es.inputs[i].size(); ++d) size[es.inputs[i][d]] = op.operands[i]->type.shape[d];

@@ -195,7 +195,7 @@ Local Partitioner::reshard(Local x, Sharding t, SourceLoc loc) {
     if (!rest.empty()) {
       AttrMap at = collectiveAttrs(mn, rest);
       at.erase("n");
-      at.set("reduce", std::string("sum"));
+      at.set("reduce", ReduceOp::Sum);
       x.v = emit(OpKind::AllReduce, {x.v}, at, loc);
       keep(x);
     }

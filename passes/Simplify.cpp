@@ -21,7 +21,8 @@ struct DoubleBits {
   uint64_t bits;
   auto operator<=>(const DoubleBits&) const = default;
 };
-using AttrKey = std::variant<int64_t, DoubleBits, bool, std::string, std::vector<int64_t>, ir::DType>;
+using AttrKey =
+    std::variant<int64_t, DoubleBits, bool, std::string, std::vector<int64_t>, ir::DType, ir::EinsumSpec, ir::ReduceOp>;
 
 AttrKey attrKey(const ir::Attr& a) {
   return std::visit(

@@ -108,8 +108,6 @@ bool overlaps(const void* send, const void* recv, size_t bytes) {
   return bytes && send && recv && r < s + bytes && s < r + bytes;
 }
 
-const char* reduceName(int op) { return op == 0 ? "sum" : op == 1 ? "max" : "min"; }
-
 std::string groupStr(const std::vector<int>& g) {
   std::string s = "[";
   for (size_t i = 0; i < g.size(); ++i) s += (i ? ", " : "") + std::to_string(g[i]);
@@ -133,7 +131,7 @@ std::string describe(const Signature& s, bool detail) {
   std::string r = std::string(kindName(s.kind)) + " of " + std::to_string(s.bytes) + " bytes";
   if (!detail) return r;
   if (s.kind == (int64_t)ir::OpKind::AllReduce)
-    r += std::string(" (") + ir::dtypeName((ir::DType)s.dtype) + " " + reduceName((int)s.extra) + ")";
+    r += std::string(" (") + ir::dtypeName((ir::DType)s.dtype) + " " + ir::reduceOpName((ReduceOp)s.extra) + ")";
   else if (s.kind == (int64_t)ir::OpKind::ReduceScatter)
     r += std::string(" (") + ir::dtypeName((ir::DType)s.dtype) + ")";
   else if (s.kind == (int64_t)ir::OpKind::CollectivePermute)

@@ -29,15 +29,6 @@ std::string groupStr(const std::vector<int>& g) {
   return s + "]";
 }
 
-const char* reduceName(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
-  }
-  return "?";
-}
-
 // Reduces n arrays of `count` 4-byte elements (in member order, so every
 // member computes bit-identical results) into `out`.
 template <typename T>
@@ -486,7 +477,7 @@ void ThreadComm::runAllReduce(const std::vector<int>& group, void* data, size_t 
   if (solo(group)) {  // a group of one: nothing to reduce, no rendezvous
     return;
   }
-  ThreadWorld::Call call{"all_reduce", bytes, std::string(ir::dtypeName(dt)) + " " + reduceName(op), data};
+  ThreadWorld::Call call{"all_reduce", bytes, std::string(ir::dtypeName(dt)) + " " + ir::reduceOpName(op), data};
   call.recv = data;
   const Mode mode = modeFor(bytes);
   // Every element is reduced over the members in member order, so the

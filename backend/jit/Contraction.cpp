@@ -285,10 +285,7 @@ std::optional<Gemm> planGemm(const ir::Op& op, const JitOptions& opts) {
   if (op.kind == ir::OpKind::MatMul && op.operands.size() == 2)
     g = planMatMul(op.operands[0]->type.shape, op.operands[1]->type.shape, v->type.shape);
   if (op.kind == ir::OpKind::Einsum && op.operands.size() == 2) {
-    ir::EinsumSpec es;
-    std::string err = ir::parseEinsum(op.attrs.getString("spec"), 2, es);
-    GSL_ASSERT(err.empty(), "jit: einsum: " + err);
-    g = planEinsumGemm(es, op.operands[0]->type.shape, op.operands[1]->type.shape, v->type.shape);
+    g = planEinsumGemm(op.attrs.getEinsum("spec"), op.operands[0]->type.shape, op.operands[1]->type.shape, v->type.shape);
   }
   if (g && v->type.dtype == ir::DType::BF16) widenBF16Operands(*g, op);
   if (g) chooseGemmCode(*g, opts);

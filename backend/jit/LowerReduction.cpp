@@ -261,9 +261,7 @@ void OpLowering::emitCumSum(const ir::Op& op) {
 // summed labels (sorted) inside, accumulating the operands' product in f32
 // in that order.
 void OpLowering::emitEinsumLoops(const ir::Op& op) {
-  ir::EinsumSpec es;
-  std::string err = ir::parseEinsum(op.attrs.getString("spec"), op.operands.size(), es);
-  GSL_ASSERT(err.empty(), "jit: einsum: " + err);
+  const ir::EinsumSpec& es = op.attrs.getEinsum("spec");
   std::map<char, int64_t> size;
   for (size_t i = 0; i < op.operands.size(); ++i)
     for (size_t d = 0; d < es.inputs[i].size(); ++d) size[es.inputs[i][d]] = op.operands[i]->type.shape[d];

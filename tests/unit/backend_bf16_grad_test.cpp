@@ -166,7 +166,7 @@ TEST_CASE("bf16 gradients: contractions, reductions, normalisations") {
   check("batched matmul", {rnd({2, 5, 8}, -1, 1, 3), rnd({8, 3}, -1, 1, 4)}, binary(OpKind::MatMul));
   check("einsum", {rnd({4, 5, 6}, -1, 1, 5), rnd({6, 5, 3}, -1, 1, 6)},
         [](B& b, const std::vector<Value*>& v) {
-          return b.op(OpKind::Einsum, {v[0], v[1]}, attrs({{"spec", std::string("bsd,dsh->bh")}}));
+          return b.op(OpKind::Einsum, {v[0], v[1]}, attrs({{"spec", ir::einsumSpec("bsd,dsh->bh", 2)}}));
         });
   check("sum", {rnd({4, 6}, -2, 2, 7)},
         [](B& b, const std::vector<Value*>& v) { return b.op(OpKind::Sum, {v[0]}, attrs({{"axis", Ints{1}}})); });

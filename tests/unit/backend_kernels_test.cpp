@@ -382,7 +382,7 @@ TEST_CASE("matmul: 2-D, 1-D promotion and batch broadcasting") {
 
 TEST_CASE("einsum: two-operand specs") {
   auto es = [](const char* spec, std::vector<Tensor> ins) {
-    return run1(OpKind::Einsum, ins, attrs({{"spec", std::string(spec)}}));
+    return run1(OpKind::Einsum, ins, attrs({{"spec", ir::einsumSpec(spec, ins.size())}}));
   };
   // gsm,me->gse
   Tensor a = iota({2, 3, 4}, 0.5f, -2.0f), b = iota({4, 5}, -0.25f, 1.0f);
@@ -421,7 +421,7 @@ TEST_CASE("einsum: two-operand specs") {
 
 TEST_CASE("einsum: one- and three-operand specs") {
   auto es = [](const char* spec, std::vector<Tensor> ins) {
-    return run1(OpKind::Einsum, ins, attrs({{"spec", std::string(spec)}}));
+    return run1(OpKind::Einsum, ins, attrs({{"spec", ir::einsumSpec(spec, ins.size())}}));
   };
   Tensor a = f32({2, 3}, {1, 2, 3, 4, 5, 6});
   checkF(es("ij->ji", {a}), {3, 2}, {1, 4, 2, 5, 3, 6});
@@ -644,7 +644,7 @@ TEST_CASE("interpreter: a two-layer MLP against a hand-written loop") {
   Value* w1 = b.arg(w1v);
   Value* w2 = b.arg(w2v);
   Value* h = b.op(OpKind::Relu, {b.op(OpKind::MatMul, {x, w1})});
-  Value* y = b.op(OpKind::Einsum, {h, w2}, attrs({{"spec", std::string("bh,hd->bd")}}));
+  Value* y = b.op(OpKind::Einsum, {h, w2}, attrs({{"spec", ir::einsumSpec("bh,hd->bd", 2)}}));
   Tensor r = b.run1(y);
   auto hv = naiveMatMul(values(xv), values(w1v), 3, 4, 5);
   for (auto& v : hv) v = std::max(v, 0.0);

@@ -232,7 +232,7 @@ inline std::vector<Case> makeCases(const ir::Mesh& mesh) {
       for (Shape s : {Shape{3, 5}, Shape{}}) {
         if (s.empty() && dt != DType::F32) continue;
         AttrMap a = baseAttrs(axes, n);
-        a.set("reduce", red);
+        a.set("reduce", *ir::parseReduceOp(red));
         uint64_t bytes = s.empty() ? 4 : 60;
         add("all_reduce " + red, axes, OpKind::AllReduce, dt, s, a,
             [=](int, const std::vector<int>& g, int, std::vector<int64_t> u) {

@@ -138,6 +138,14 @@ TEST_CASE("IR parser: round trip covering every attribute kind") {
   CHECK(copy.attrs.getString("note") == "say \"hi\" \\ bye");
   CHECK(copy.attrs.getInt("offset") == -3);
   CHECK(copy.attrs.getBool("flag") == true);
+  // An einsum's spec, written as a string, is kept parsed.
+  for (const auto& op : f->ops)
+    if (op->kind == OpKind::Einsum) {
+      const EinsumSpec& es = op->attrs.getEinsum("spec");
+      CHECK(es.text == "ab,ab->a");
+      CHECK(es.inputs == std::vector<std::string>{"ab", "ab"});
+      CHECK(es.output == "a");
+    }
   const Op& c22 = *f->ops[19];
   CHECK(std::isinf(c22.attrs.getFloat("hi")));
   CHECK(c22.attrs.getFloat("lo") < 0);
@@ -245,6 +253,22 @@ TEST_CASE("IR parser: error messages") {
   CHECK(parseError("np = 1\nnp = 2\n") == "2:1: np is given twice");
   CHECK(parseError("np = 1\nfunc @f(") == "2:9: expected an argument '%ID', got end of input");
   CHECK(parseError("np = 1\nfunc @f(%0 f32)") == "2:12: expected ':', got 'f32'");
+  // An einsum spec and a reduction are parsed where they enter, with the
+  // type rules' messages.
+  const std::string ein = "np = 1\nfunc @f(%0: f32[2, 3], %1: f32[3, 4]) -> (f32[2, 4]) {\n  %2 = einsum %0, %1 {spec = ";
+  CHECK(parseError(ein + "\"i1,jk->ik\"} : f32[2, 4]\n  return %2\n}\n") ==
+        "3:8: einsum spec \"i1,jk->ik\" has invalid character '1' (use letters, ',' and '->')");
+  CHECK(parseError(ein + "\"ij,jk,kl->ik\"} : f32[2, 4]\n  return %2\n}\n") ==
+        "3:8: einsum spec \"ij,jk,kl->ik\" names 3 operands but 2 were given");
+  CHECK(parseError(ein + "\"ij,jk->iz\"} : f32[2, 4]\n  return %2\n}\n") ==
+        "3:8: einsum output label 'z' does not appear in any input of \"ij,jk->iz\"");
+  CHECK(parseError(ein + "3} : f32[2, 4]\n  return %2\n}\n") == "3:8: attribute 'spec' of einsum must be a string, got 3");
+  const std::string ar = head + "func @f(%0: f32[2]) -> (f32[2]) {\n  %1 = all_reduce %0 {axes = [0], mesh = \"m\", reduce = ";
+  CHECK(parseError(ar + "\"prod\"} : f32[2]\n  return %1\n}\n") == "4:8: all_reduce: unknown reduction 'prod'");
+  CHECK(parseError(ar + "1} : f32[2]\n  return %1\n}\n") == "4:8: attribute 'reduce' of all_reduce must be a string, got 1");
+  IRParseResult max = parseModule(ar + "\"max\"} : f32[2]\n  return %1\n}\n");
+  REQUIRE(max.module);
+  CHECK(max.module->findFunction("f")->ops[0]->attrs.getReduce("reduce") == ReduceOp::Max);
   // Meshes, params and shardings.
   CHECK(parseError(head + "mesh @m = [c: 4]\n") == "3:6: mesh @m is declared twice");
   CHECK(parseError("np = 1\nmesh @m = [a: 0]\n") == "2:6: mesh @m axis 'a' has size 0 (must be >= 1)");

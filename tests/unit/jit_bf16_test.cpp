@@ -121,7 +121,7 @@ TEST_CASE("jit bf16: matmul shapes (edges of the 8 x 32 tile, odd K, batches, ra
 }
 
 TEST_CASE("jit bf16: einsums as GEMMs (operands relaid out, batches) and an empty sum") {
-  auto spec = [](const char* s) { return attrs({{"spec", std::string(s)}}); };
+  auto spec = [](const char* s) { return attrs({{"spec", ir::einsumSpec(s, 2)}}); };
   for (bool ints : {true, false}) {
     checkContractionBF16(OpKind::Einsum, {4, 5, 6}, {6, 5, 3}, ints, spec("bsd,dsh->bh"));
     checkContractionBF16(OpKind::Einsum, {3, 7, 9}, {3, 9, 40}, ints, spec("bij,bjk->bik"));
@@ -136,7 +136,7 @@ TEST_CASE("jit bf16: contractions, common elementwise ops and reductions are gen
   Value* x = b.arg(toBF16(randF32({8, 16}, -1, 1, 1)));
   Value* w = b.arg(toBF16(randF32({16, 4}, -1, 1, 2)));
   Value* mm = b.op(OpKind::MatMul, {x, w});
-  Value* es = b.op(OpKind::Einsum, {x, w}, attrs({{"spec", std::string("ik,kj->ij")}}));
+  Value* es = b.op(OpKind::Einsum, {x, w}, attrs({{"spec", ir::einsumSpec("ik,kj->ij", 2)}}));
   Value* e = b.op(OpKind::Exp, {b.op(OpKind::Add, {mm, es})});
   Value* s = b.op(OpKind::Sum, {e}, attrs({{"axis", Ints{1}}}));
   Value* sm = b.op(OpKind::Softmax, {x}, attrs({{"axis", int64_t(-1)}}));

@@ -300,7 +300,7 @@ TEST_CASE("jit: one compiled per-rank program serves every rank (shard_slice, al
     Value* local = b.op(OpKind::ShardSlice, {v}, at);                       // [6, 2]
     Value* y = b.op(OpKind::Mul, {local, local});
     Value* red = b.op(OpKind::AllReduce, {y}, attrs({{"mesh", std::string("m")}, {"axes", Ints{0}},
-                                                      {"n", int64_t(n)}, {"reduce", std::string("sum")}}));
+                                                      {"n", int64_t(n)}, {"reduce", ir::ReduceOp::Sum}}));
     Value* g = b.op(OpKind::AllGather, {b.op(OpKind::Exp, {local})}, at);  // [6, 8]
     b.f.results = {local, red, g};
   };
@@ -391,7 +391,7 @@ TEST_CASE("jit: a communication failure is rethrown by the engine") {
   b.mesh = &mesh;
   Value* v = b.arg(randF32({3}));
   b.f.results = {b.op(OpKind::AllReduce, {v}, attrs({{"mesh", std::string("m")}, {"axes", Ints{0}},
-                                                      {"n", int64_t(1)}, {"reduce", std::string("sum")}}))};
+                                                      {"n", int64_t(1)}, {"reduce", ir::ReduceOp::Sum}}))};
   CHECK_THROWS_AS(makeJitEngine(ctx, testOptions())->call(b.f, b.args), CommError);
 }
 
@@ -410,7 +410,7 @@ TEST_CASE("jit: GEMM code choice (generated kernel, Eigen)") {
     Builder bl;
     Value* x = bl.arg(randF32(a));
     Value* y = bl.arg(randF32(b));
-    bl.f.results = {bl.op(OpKind::Einsum, {x, y}, attrs({{"spec", std::string(spec)}}))};
+    bl.f.results = {bl.op(OpKind::Einsum, {x, y}, attrs({{"spec", ir::einsumSpec(spec, 2)}}))};
     return jitEmitLLVM(bl.f, false, testOptions());
   };
   // Contiguous rows of B and C: the generated kernel, even when large.

@@ -61,7 +61,7 @@ TEST_CASE("jit options: the GEMM code follows JitOptions::gemm") {
   auto build = [](Builder& b, const char* spec, Shape sa, Shape sb) {
     Value* x = b.arg(randIntF32(sa, -4, 4, 41));
     Value* y = b.arg(randIntF32(sb, -4, 4, 42));
-    b.f.results = {b.op(OpKind::Einsum, {x, y}, attrs({{"spec", std::string(spec)}}))};
+    b.f.results = {b.op(OpKind::Einsum, {x, y}, attrs({{"spec", ir::einsumSpec(spec, 2)}}))};
   };
   JitOptions eigen, loops;
   eigen.gemm = JitOptions::GemmCode::Eigen;

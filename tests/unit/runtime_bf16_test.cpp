@@ -89,8 +89,8 @@ TEST_CASE("bf16 collectives send half the bytes of f32 and give the f32 result r
     return a;
   };
   const std::vector<C> cases = {
-      {OpKind::AllReduce, with({{"reduce", std::string("sum")}}), "all_reduce"},
-      {OpKind::AllReduce, with({{"reduce", std::string("max")}}), "all_reduce"},
+      {OpKind::AllReduce, with({{"reduce", ReduceOp::Sum}}), "all_reduce"},
+      {OpKind::AllReduce, with({{"reduce", ReduceOp::Max}}), "all_reduce"},
       {OpKind::AllGather, with({{"n", int64_t(4)}, {"dim", int64_t(1)}}), "all_gather"},
       {OpKind::ReduceScatter, with({{"n", int64_t(4)}, {"dim", int64_t(1)}}), "reduce_scatter"},
       {OpKind::AllToAll, with({{"n", int64_t(4)}, {"split_dim", int64_t(0)}, {"concat_dim", int64_t(1)}}),
@@ -121,7 +121,7 @@ TEST_CASE("bf16 all_reduce accumulates in f32: 256 + 1 + 1 + 1 is not stuck at 2
   AttrMap at;
   at.set("mesh", std::string("m"));
   at.set("axes", std::vector<int64_t>{0});
-  at.set("reduce", std::string("sum"));
+  at.set("reduce", ReduceOp::Sum);
   ir::Function f;
   ir::Value* x = f.addArg(TensorType{DType::BF16, {1}});
   TensorType out;
