@@ -65,7 +65,7 @@ class Partitioner {
   // `x` moved to sharding `t` (no partial axes) by collectives.
   LocalValue reshard(LocalValue x, const Sharding& t) { return reshard(x, t, cur_->loc); }
   // `x` with its value's sharding annotation set from x.s.
-  LocalValue tag(LocalValue x) { return tagged(x); }
+  LocalValue tag(LocalValue x);
   // Plans `op`'s label splits and reshards its operands to the plan.
   LocalPlan plan(const Op& op);
   // Appends an op typed by the op table's type rule.
@@ -77,7 +77,7 @@ class Partitioner {
     return out_->append(k, {}, std::move(attrs), std::move(t), cur_->loc)->result;
   }
   // The shape one rank holds of type `t` laid out as `s`.
-  Shape localShape(const TensorType& t, const Sharding& s) { return shapeOf(t, s); }
+  Shape localShape(const TensorType& t, const Sharding& s) { return ir::localShape(mod_, t, s); }
   // How param `name` is stored across the ranks (its declared sharding).
   Sharding paramStorage(const std::string& name);
   // Records the local result of the op being partitioned.
@@ -149,13 +149,10 @@ class Partitioner {
   const Mesh& mesh(const std::string& name);
   int64_t product(const std::string& meshName, const std::vector<std::string>& axes);
   std::vector<int64_t> axisIndices(const std::string& meshName, const std::vector<std::string>& axes);
-  Shape shapeOf(const TensorType& t, const Sharding& s) { return ir::localShape(mod_, t, s); }
 
   Value* emit(OpKind k, std::vector<Value*> operands, AttrMap at, SourceLoc loc);
 
   AttrMap collectiveAttrs(const std::string& meshName, const std::vector<std::string>& axes);
-
-  Local tagged(Local l);
 
   // Dim d is split over the same axes as `order` in another order: member j
   // of the group (over the current order) holds block j and needs block

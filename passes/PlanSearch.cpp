@@ -227,7 +227,7 @@ bool Partitioner::localReshape(const Op& op, LocalPlan& p) {
   if (!a || !b || *a != *b) return false;
   p.operands = {in.v};
   p.result = decided_;
-  p.localShape = shapeOf(op.result->type, decided_);
+  p.localShape = localShape(op.result->type, decided_);
   return true;
 }
 
@@ -247,7 +247,7 @@ LocalPlan Partitioner::plan(const Op& op) {
     p.operandLayouts.push_back(plan.shardingFor(L.operands[i]));
   }
   p.result = resultLayout(L, plan);
-  p.localShape = shapeOf(op.result->type, p.result);
+  p.localShape = localShape(op.result->type, p.result);
   if (!p.result.partial.empty()) p.partialGroup = product(plan.mesh, p.result.partial);
   return p;
 }

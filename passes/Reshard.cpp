@@ -32,7 +32,7 @@ Local Partitioner::gatherWhole(Local x, int d, const Shape& G, SourceLoc loc) {
     x.v = emit(OpKind::AllGather, {x.v}, at, loc);
     x.s.dims[d].pop_back();
     whole_[x.v] = G;
-    tagged(x);
+    tag(x);
   }
   return dropPadding(x, d, G, loc);
 }
@@ -45,7 +45,7 @@ Local Partitioner::dropPadding(Local x, int d, const Shape& G, SourceLoc loc) {
   at.set("end", G[d]);
   x.v = emit(OpKind::Slice, {x.v}, at, loc);
   whole_[x.v] = G;
-  tagged(x);
+  tag(x);
   return x;
 }
 
@@ -96,7 +96,7 @@ AttrMap Partitioner::collectiveAttrs(const std::string& meshName, const std::vec
   return at;
 }
 
-Local Partitioner::tagged(Local l) {
+Local Partitioner::tag(Local l) {
   l.v->sharding = annotationOf(l.s);
   if (l.v->sharding && l.v->sharding->isReplicated() && l.s.partial.empty()) l.v->sharding = std::nullopt;
   return l;
@@ -125,7 +125,7 @@ Local Partitioner::permuteBlocks(Local x, int d, const std::vector<std::string>&
   x.v = emit(OpKind::CollectivePermute, {x.v}, at, loc);
   whole_[x.v] = G;
   x.s.dims[d] = order;
-  return tagged(x);
+  return tag(x);
 }
 
 Local Partitioner::reshard(Local x, Sharding t, SourceLoc loc) {
@@ -158,14 +158,14 @@ Local Partitioner::reshard(Local x, Sharding t, SourceLoc loc) {
       const int64_t n = product(mn, want);
       x.v = padTo(x.v, d, n * ((G[d] + n - 1) / n), loc);
       keep(x);
-      tagged(x);
+      tag(x);
       AttrMap at = collectiveAttrs(mn, want);
       at.set("dim", (int64_t)d);
       x.v = emit(OpKind::ReduceScatter, {x.v}, at, loc);
       keep(x);
       x.s.dims[d] = want;
       for (const auto& a : want) x.s.partial.erase(std::find(x.s.partial.begin(), x.s.partial.end(), a));
-      tagged(x);
+      tag(x);
     }
     std::vector<std::string> rest;
     for (const auto& a : x.s.partial) {
@@ -178,7 +178,7 @@ Local Partitioner::reshard(Local x, Sharding t, SourceLoc loc) {
           // to n * ceil(size / n) rows, then reduce_scatter to padded blocks.
           x.v = padTo(x.v, d, product(mn, want) * ((G[d] + product(mn, want) - 1) / product(mn, want)), loc);
           keep(x);
-          tagged(x);
+          tag(x);
         }
         if (t.dims[d] == want && x.v->type.shape[d] % product(mn, {a}) == 0 &&
             (!padded(G, d, mn, want) || x.v->type.shape[d] != G[d])) {
@@ -200,7 +200,7 @@ Local Partitioner::reshard(Local x, Sharding t, SourceLoc loc) {
       keep(x);
     }
     x.s.partial.clear();
-    tagged(x);
+    tag(x);
   }
   auto isPrefix = [](const std::vector<std::string>& a, const std::vector<std::string>& b) {
     return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
@@ -253,7 +253,7 @@ Local Partitioner::reshard(Local x, Sharding t, SourceLoc loc) {
       if (padded(G, e, mn, axes)) {
         x.v = padTo(x.v, e, n * ((G[e] + n - 1) / n), loc);
         keep(x);
-        tagged(x);
+        tag(x);
       }
       AttrMap at = collectiveAttrs(mn, axes);
       at.set("split_dim", (int64_t)e);
@@ -262,7 +262,7 @@ Local Partitioner::reshard(Local x, Sharding t, SourceLoc loc) {
       keep(x);
       x.s.dims[e] = axes;
       x.s.dims[d].clear();
-      tagged(x);
+      tag(x);
       x = dropPadding(x, d, G, loc);
       continue;
     }
@@ -289,7 +289,7 @@ Local Partitioner::reshard(Local x, Sharding t, SourceLoc loc) {
     }
     keep(x);
     x.s.dims[d].pop_back();
-    tagged(x);
+    tag(x);
   }
   // 3. Split further where the target wants more axes: a local slice.
   for (int d = 0; d < rank; ++d) {
@@ -300,7 +300,7 @@ Local Partitioner::reshard(Local x, Sharding t, SourceLoc loc) {
     x.v = emit(OpKind::ShardSlice, {x.v}, at, loc);
     keep(x);
     x.s.dims[d] = t.dims[d];
-    tagged(x);
+    tag(x);
   }
   GSL_ASSERT(x.s == t, "reshard did not reach its target: " + x.s.str() + " vs " + t.str());
   return x;

@@ -18,7 +18,7 @@ std::unique_ptr<Function> Partitioner::run() {
   out_->loc = g_.loc;
   for (Value* a : g_.args) {
     Sharding s = normalForm(a->sharding, a->type.rank());
-    Value* la = out_->addArg({a->type.dtype, shapeOf(a->type, s)});
+    Value* la = out_->addArg({a->type.dtype, localShape(a->type, s)});
     la->sharding = annotationOf(s);
     map_[a] = {la, s};
     whole_[la] = a->type.shape;
@@ -133,7 +133,7 @@ void Partitioner::finish(const Op& op, const LocalPlan& p, Value* v) {
                  ", expected " + shapeStr(p.localShape));
   Sharding rs = p.result;
   if (rs.mesh.empty()) rs = Sharding::replicated("", op.result->type.rank());
-  map_[op.result] = tagged({v, rs});
+  map_[op.result] = tag({v, rs});
   whole_[v] = op.result->type.shape;
 }
 
