@@ -93,6 +93,10 @@ struct Stmt {
   std::unique_ptr<TypeExpr> type;     // Let's optional type
   std::vector<ExprPtr> exprs;         // value(s); For: [lo, hi]; If: [cond]; Return: values
   Block body;                         // For/If then-block
+  // For: `@pipeline(microbatches = M)` (pipelined is set when written).
+  bool pipelined = false;
+  SourceLoc pipelineLoc;
+  std::vector<CallArg> pipelineArgs;
   Block elseBody;                     // If else-block (an `else if` is one nested If)
   bool hasElse = false;
 };
@@ -139,7 +143,8 @@ struct Decl {
   bool tupleResult = false;           // Fn: `-> (T1, T2)`
   Block body;                         // Fn
   // ParamGroup `param blocks[L] { wq: T = init ... }`: value is L, members
-  // are Param decls (their name the member's, their type one layer's).
+  // are Param decls (their name the member's, their type one layer's);
+  // `annot` (`param blocks[L] @shard(m, [stage])`) splits the layer dim.
   std::vector<std::unique_ptr<Decl>> members;
 };
 

@@ -129,7 +129,15 @@ void stmt(std::ostringstream& os, const Stmt& s, int ind) {
       break;
     }
     case StmtKind::For:
-      os << "for " << s.names[0] << " in " << exprStr(*s.exprs[0]) << ".." << exprStr(*s.exprs[1]) << "\n";
+      os << "for " << s.names[0] << " in " << exprStr(*s.exprs[0]) << ".." << exprStr(*s.exprs[1]);
+      if (s.pipelined) {
+        os << " @pipeline(";
+        for (size_t i = 0; i < s.pipelineArgs.size(); ++i)
+          os << (i ? ", " : "") << s.pipelineArgs[i].keyword << (s.pipelineArgs[i].keyword.empty() ? "" : " = ")
+             << exprStr(*s.pipelineArgs[i].value);
+        os << ")";
+      }
+      os << "\n";
       block(os, s.body, ind + 1);
       break;
     case StmtKind::If:
@@ -186,7 +194,7 @@ std::string printAST(const Program& p) {
       case DeclKind::Optimizer: os << "optimizer " << d.name << " = " << exprStr(*d.value) << "\n"; break;
       case DeclKind::Dataset: os << "dataset " << d.name << " = " << exprStr(*d.value) << "\n"; break;
       case DeclKind::ParamGroup:
-        os << "param " << d.name << "[" << exprStr(*d.value) << "]\n";
+        os << "param " << d.name << "[" << exprStr(*d.value) << "]" << (d.annot ? " " + annotStr(*d.annot) : "") << "\n";
         for (const auto& m : d.members)
           os << "  " << m->loc.line << ":" << m->loc.col << " " << m->name << ": " << typeStr(*m->type)
              << (m->annot ? " " + annotStr(*m->annot) : "") << " = " << exprStr(*m->value) << "\n";

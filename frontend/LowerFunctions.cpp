@@ -130,6 +130,7 @@ void Sema::lowerFnStandalone(const std::string& name) {
     for (size_t i = 0; i < f.argTypes.size(); ++i) {
       Value* a = f.fn->addArg(f.argTypes[i]);
       a->sharding = f.argShardings[i];
+      if (f.decl->args[i].annot) a->shardingLoc = f.decl->args[i].annot->loc;
       a->name = f.decl->args[i].name;
       c.scopes.back()[f.decl->args[i].name] = EV::tensor(a);
       // An i32 scalar argument may be a layer index: its range is checked

@@ -261,26 +261,12 @@ bool Sema::lowerLoop(Ctx& c, const ast::Stmt& s) {
     return false;
   }
   if (opLimitReached(c, s.loc)) return false;
-  LoopFrame f;
-  f.parent = &c;
-  f.var = s.names[0];
-  auto body = std::make_unique<Function>();
-  body->name = c.fn->name + ".loop";
-  f.body = body.get();
-  Value* index = body->addArg(TensorType{DType::I32, {}});
-  index->name = s.names[0];
-  Ctx b;
-  b.fn = body.get();
-  b.loop = &f;
-  b.loopRoot = true;
-  b.callStack = c.callStack;
-  b.mute = c.mute;
-  b.scopes.emplace_back();
-  addCallPath(b, index, s.names[0]);
-  // Carried: the names the body assigns that live outside it.
-  std::vector<std::string> assigned;
+  // Carried: the names the body assigns that live outside it, and their
+  // values before the loop.
+  std::vector<std::string> assigned, carried;
+  std::vector<Value*> carriedInit;
   freeAssigns(s.body, {s.names[0]}, assigned);
-  bool ok = true;
+  bool initsOk = true;
   for (const auto& n : assigned) {
     ast::Expr ne;
     ne.kind = ast::ExprKind::Name;
@@ -293,41 +279,78 @@ bool Sema::lowerLoop(Ctx& c, const ast::Stmt& s) {
         if (sc.count(n)) local = true;
     if (!local) continue;
     EV v = lowerName(c, ne);
+    carried.push_back(n);
     if (!v.ok() || v.kind == EV::Tuple) {  // its declaration had an error
-      b.scopes[0][n] = EV{};
-      ok = false;
+      carriedInit.push_back(nullptr);
+      initsOk = false;
       continue;
     }
-    Value* init = materialize(c, v, defaultDType(v), s.loc);
-    f.carried.push_back(n);
-    f.carriedInit.push_back(init);
-    Value* a = body->addArg(init->type);
-    a->name = n;
-    addCallPath(b, a, n);
-    b.scopes[0][n] = EV::tensor(a);
+    carriedInit.push_back(materialize(c, v, defaultDType(v), s.loc));
   }
-  // The loop index: the body's argument i counts 0..trip-1.
-  Value* l = index;
-  if (lo != 0) {
-    AttrMap at;
-    at.set("value", (double)lo);
-    Value* k = body->append(OpKind::Constant, {}, at, TensorType{DType::I32, {}}, s.loc)->result;
-    l = body->append(OpKind::Add, {index, k}, {}, TensorType{DType::I32, {}}, s.loc)->result;
-  }
-  indexRange_[index] = {0, hi - lo - 1};
-  indexRange_[l] = {lo, hi - 1};
-  b.scopes[0][s.names[0]] = EV::tensor(l);
-  for (const auto& st : s.body) ok &= lowerLoopStmt(b, *st);
   auto setCarried = [&](const std::vector<Value*>& vals) {
-    for (size_t k = 0; k < f.carried.size(); ++k) {
+    for (size_t k = 0; k < carried.size(); ++k) {
       EV v = vals.empty() ? EV{} : EV::tensor(vals[k]);
       // The innermost scope holding the name (the loop runs in that scope's code).
       bool set = false;
       for (auto it = c.scopes.rbegin(); it != c.scopes.rend() && !set; ++it)
-        if (it->count(f.carried[k])) (*it)[f.carried[k]] = v, set = true;
-      GSL_ASSERT(set, "internal error: carried name '" + f.carried[k] + "' is not in scope around its loop");
+        if (it->count(carried[k])) (*it)[carried[k]] = v, set = true;
+      GSL_ASSERT(set, "internal error: carried name '" + carried[k] + "' is not in scope around its loop");
     }
   };
+  // The body, lowered with the carried values typed `types` (the whole
+  // batch, or a pipeline's microbatch); its frame and context are kept in
+  // `f` and `b`.
+  LoopFrame f;
+  Ctx b;
+  std::unique_ptr<Function> body;
+  auto lowerBody = [&](const std::vector<TensorType>& types) {
+    f = LoopFrame{};
+    f.parent = &c;
+    f.var = s.names[0];
+    body = std::make_unique<Function>();
+    body->name = c.fn->name + ".loop";
+    f.body = body.get();
+    Value* index = body->addArg(TensorType{DType::I32, {}});
+    index->name = s.names[0];
+    b = Ctx{};
+    b.fn = body.get();
+    b.loop = &f;
+    b.loopRoot = true;
+    b.callStack = c.callStack;
+    b.mute = c.mute;
+    b.scopes.emplace_back();
+    addCallPath(b, index, s.names[0]);
+    bool ok = initsOk;
+    for (size_t k = 0; k < carried.size(); ++k) {
+      const std::string& n = carried[k];
+      if (!carriedInit[k]) {
+        b.scopes[0][n] = EV{};
+        continue;
+      }
+      f.carried.push_back(n);
+      f.carriedInit.push_back(carriedInit[k]);
+      Value* a = body->addArg(types[k]);
+      a->name = n;
+      addCallPath(b, a, n);
+      b.scopes[0][n] = EV::tensor(a);
+    }
+    // The loop index: the body's argument i counts 0..trip-1.
+    Value* l = index;
+    if (lo != 0) {
+      AttrMap at;
+      at.set("value", (double)lo);
+      Value* k = body->append(OpKind::Constant, {}, at, TensorType{DType::I32, {}}, s.loc)->result;
+      l = body->append(OpKind::Add, {index, k}, {}, TensorType{DType::I32, {}}, s.loc)->result;
+    }
+    indexRange_[index] = {0, hi - lo - 1};
+    indexRange_[l] = {lo, hi - 1};
+    b.scopes[0][s.names[0]] = EV::tensor(l);
+    for (const auto& st : s.body) ok &= lowerLoopStmt(b, *st);
+    return ok;
+  };
+  std::vector<TensorType> wholeTypes;
+  for (Value* v : carriedInit) wholeTypes.push_back(v ? v->type : TensorType{});
+  bool ok = lowerBody(wholeTypes);
   if (!ok) {
     setCarried({});
     deadBodies_.push_back(std::move(body));
@@ -337,24 +360,250 @@ bool Sema::lowerLoop(Ctx& c, const ast::Stmt& s) {
     deadBodies_.push_back(std::move(body));
     return true;
   }
-  std::vector<Value*> yields, operands = f.carriedInit;
+  auto microbatches = checkPipeline(c, s, f, *body, lo, hi);
+  if (!microbatches) {
+    setCarried({});
+    deadBodies_.push_back(std::move(body));
+    return false;
+  }
+  // A pipeline runs the layers on one microbatch at a time: the body again,
+  // on microbatch-sized carried values (the functions it calls bind their
+  // batch shape to it).
+  const int64_t M = std::max<int64_t>(*microbatches, 1);
+  if (M > 1) {
+    std::vector<TensorType> micro = wholeTypes;
+    for (auto& t : micro) t.shape[0] /= M;
+    deadBodies_.push_back(std::move(body));
+    int errors = diags_.errorCount();
+    if (!lowerBody(micro)) {
+      if (diags_.errorCount() > errors)
+        diags_.note(s.pipelineLoc, "the pipelined loop's body runs on microbatches of " +
+                                       std::to_string(micro[0].shape[0]) + " rows (the batch of " +
+                                       std::to_string(wholeTypes[0].shape[0]) + " in " + std::to_string(M) +
+                                       " microbatches): its shapes must follow the batch");
+      setCarried({});
+      deadBodies_.push_back(std::move(body));
+      return false;
+    }
+  }
+  std::vector<Value*> yields;
   std::vector<TensorType> types;
   for (size_t k = 0; k < f.carried.size(); ++k) {
     yields.push_back(b.scopes[0][f.carried[k]].v);
-    types.push_back(f.carriedInit[k]->type);
+    types.push_back(body->args[1 + k]->type);
   }
   body->results = yields;
-  operands.insert(operands.end(), f.invariants.begin(), f.invariants.end());
   AttrMap at;
   at.set("trip", hi - lo);
   at.set("carried", (int64_t)f.carried.size());
-  std::vector<TensorType> in, check;
-  for (Value* v : operands) in.push_back(v->type);
-  std::string why = inferLoopTypes(in, at, *body, check);
-  GSL_ASSERT(why.empty(), "internal error: the front end built an ill-typed loop: " + why);
-  Op* op = c.fn->appendMulti(OpKind::Loop, operands, at, types, std::move(body), s.loc);
-  setCarried(op->results);
+  auto buildLoop = [&](Function& into, std::vector<Value*> operands) {
+    std::vector<TensorType> in, check;
+    for (Value* v : operands) in.push_back(v->type);
+    std::string why = inferLoopTypes(in, at, *body, check);
+    GSL_ASSERT(why.empty(), "internal error: the front end built an ill-typed loop: " + why);
+    return into.appendMulti(OpKind::Loop, std::move(operands), at, types, std::move(body), s.loc);
+  };
+  if (!*microbatches) {
+    std::vector<Value*> operands = f.carriedInit;
+    operands.insert(operands.end(), f.invariants.begin(), f.invariants.end());
+    setCarried(buildLoop(*c.fn, operands)->results);
+    return true;
+  }
+  setCarried(lowerMicrobatchLoop(c, s.loc, M, f.carriedInit, f.invariants, buildLoop));
   return true;
+}
+
+// A pipelined loop, as the front end writes it (passes/Pipelining turns it
+// into the pipeline's schedule): the carried values' batch (dim 0) in M
+// microbatches, and a loop over them, marked `microbatches = M`, that runs
+// the layer loop on each microbatch:
+//   x  = transpose(reshape(h, [B/M, M, ...]), [1, 0, ...])   // [M, B/M, ...]
+//   _, ys = loop 0, x, invariants... {trip = M, carried = 1, microbatches = M}
+//     body(m, _, x, invariants...): yield _, layers(x[m], invariants...)
+//   h' = reshape(transpose(ys, [1, 0, ...]), [B, ...])
+// Microbatch m holds rows m, m + M, m + 2M, ... of the batch, so a batch
+// split over data-parallel axes stays split the same way in every
+// microbatch.
+std::vector<Value*> Sema::lowerMicrobatchLoop(
+    Ctx& c, SourceLoc loc, int64_t M, const std::vector<Value*>& carriedInit, const std::vector<Value*>& invariants,
+    const std::function<Op*(Function&, std::vector<Value*>)>& buildLayers) {
+  auto append = [&](Function& fn, OpKind k, std::vector<Value*> ops, AttrMap at) {
+    std::vector<TensorType> in;
+    for (Value* v : ops) in.push_back(v->type);
+    TensorType t;
+    std::string why = inferType(k, in, at, t);
+    GSL_ASSERT(why.empty(), "internal error: the front end built an ill-typed microbatch loop: " + why);
+    return fn.append(k, std::move(ops), std::move(at), t, loc)->result;
+  };
+  auto swap01 = [](int rank) {
+    std::vector<int64_t> perm{1, 0};
+    for (int d = 2; d < rank; ++d) perm.push_back(d);
+    return perm;
+  };
+  auto body = std::make_unique<Function>();
+  body->name = c.fn->name + ".microbatches";
+  Value* m = body->addArg(TensorType{DType::I32, {}});
+  Value* token = body->addArg(TensorType{DType::I32, {}});
+  std::vector<Value*> operands;
+  AttrMap zero;
+  zero.set("value", 0.0);
+  operands.push_back(c.fn->append(OpKind::Constant, {}, zero, TensorType{DType::I32, {}}, loc)->result);
+  std::vector<Value*> rows;
+  for (Value* h : carriedInit) {
+    Shape s = h->type.shape;
+    Shape split{s[0] / M, M};
+    split.insert(split.end(), s.begin() + 1, s.end());
+    AttrMap rs, tr;
+    rs.set("shape", split);
+    tr.set("perm", swap01(h->type.rank() + 1));
+    operands.push_back(append(*c.fn, OpKind::Transpose, {append(*c.fn, OpKind::Reshape, {h}, rs)}, tr));
+    Value* xs = body->addArg(operands.back()->type);
+    rows.push_back(append(*body, OpKind::DynamicIndex, {xs, m}, {}));
+  }
+  std::vector<Value*> layerOperands = rows;
+  for (Value* v : invariants) {
+    operands.push_back(v);
+    layerOperands.push_back(body->addArg(v->type));
+  }
+  Op* layers = buildLayers(*body, layerOperands);
+  body->results.push_back(token);
+  for (size_t k = 0; k < carriedInit.size(); ++k) body->results.push_back(layers->results[k]);
+  AttrMap at;
+  at.set("trip", M);
+  at.set("carried", (int64_t)1);
+  at.set("microbatches", M);
+  std::vector<TensorType> in, types;
+  for (Value* v : operands) in.push_back(v->type);
+  std::string why = inferLoopTypes(in, at, *body, types);
+  GSL_ASSERT(why.empty(), "internal error: the front end built an ill-typed microbatch loop: " + why);
+  Op* loop = c.fn->appendMulti(OpKind::Loop, operands, at, types, std::move(body), loc);
+  std::vector<Value*> out;
+  for (size_t k = 0; k < carriedInit.size(); ++k) {
+    Value* ys = loop->results[1 + k];
+    AttrMap tr, rs;
+    tr.set("perm", swap01(ys->type.rank()));
+    rs.set("shape", carriedInit[k]->type.shape);
+    out.push_back(append(*c.fn, OpKind::Reshape, {append(*c.fn, OpKind::Transpose, {ys}, tr)}, rs));
+  }
+  return out;
+}
+
+std::optional<int64_t> Sema::checkPipeline(Ctx& c, const ast::Stmt& s, const LoopFrame& f, const Function& body,
+                                            int64_t lo, int64_t hi) {
+  // The param groups split over a stage axis that the body reads.
+  const Group* staged = nullptr;
+  std::string stagedName;
+  std::set<const Value*> stagedArgs;  // the body arguments holding their members
+  for (size_t k = 0; k < f.invariants.size(); ++k) {
+    const Value* v = f.invariants[k];
+    if (!v->def || v->def->kind != OpKind::Param) continue;
+    const std::string name = v->def->attrs.getString("name");
+    auto dot = name.find('.');
+    if (dot == std::string::npos) continue;
+    auto g = groups_.find(name.substr(0, dot));
+    if (g == groups_.end() || g->second.stageMesh.empty()) continue;
+    if (staged && (staged->stageMesh != g->second.stageMesh || staged->stageAxes != g->second.stageAxes)) {
+      err(c, s.loc, "this loop reads param groups '" + stagedName + "' and '" + g->first +
+                        "', whose layers are split over different stage axes; a pipelined loop has one stage axis");
+      return std::nullopt;
+    }
+    if (staged && staged->layers != g->second.layers) {
+      err(c, s.loc, "this loop reads param groups '" + stagedName + "' (" + std::to_string(staged->layers) +
+                        " layers) and '" + g->first + "' (" + std::to_string(g->second.layers) +
+                        " layers), both split over stages; a pipelined loop runs one group's layers");
+      return std::nullopt;
+    }
+    staged = &g->second;
+    stagedName = g->first;
+    stagedArgs.insert(body.args[1 + f.carried.size() + k]);
+  }
+  if (!staged) {
+    if (s.pipelined)
+      err(c, s.pipelineLoc, "@pipeline on a loop that reads no param group split over a stage axis (split a group's "
+                            "layers: param blocks[L] @shard(m, [stage]))");
+    return s.pipelined ? std::nullopt : std::optional<int64_t>(0);
+  }
+  int64_t m = 1;
+  for (const auto& a : s.pipelineArgs) {
+    if (a.keyword != "microbatches") {
+      err(c, a.loc, a.keyword.empty() ? "@pipeline takes keyword arguments: @pipeline(microbatches = M)"
+                                      : "@pipeline has no argument '" + a.keyword + "' (it takes microbatches)");
+      return std::nullopt;
+    }
+    auto v = evalInt(*a.value, "the number of microbatches");
+    if (!v) return std::nullopt;
+    if (*v < 1) {
+      err(c, startLoc(*a.value), "the number of microbatches must be at least 1, got " + std::to_string(*v));
+      return std::nullopt;
+    }
+    m = *v;
+  }
+  if (c.loop) {
+    err(c, s.loc, "a pipelined loop (over the stages of '" + stagedName + "') cannot be inside another loop");
+    return std::nullopt;
+  }
+  if (lo != 0 || hi != staged->layers) {
+    err(c, s.loc, "a loop over the pipeline stages of '" + stagedName + "' must run over all its layers, 0.." +
+                      std::to_string(staged->layers) + ", not " + rangeStr({lo, hi}));
+    return std::nullopt;
+  }
+  // Each stage runs its own layers with its own count: the index may only
+  // pick the stage's layer of the group.
+  const Value* index = body.args[0];
+  std::function<bool(const Function&)> indexOk = [&](const Function& fn) {
+    for (const auto& op : fn.ops) {
+      for (size_t k = 0; k < op->operands.size(); ++k)
+        if (op->operands[k] == index &&
+            !(op->kind == OpKind::DynamicIndex && k == 1 && stagedArgs.count(op->operands[0])))
+          return false;
+      if (op->body && !indexOk(*op->body)) return false;
+    }
+    return true;
+  };
+  if (!indexOk(body) || std::count(body.results.begin(), body.results.end(), index)) {
+    err(c, s.loc, "in a pipelined loop the index '" + s.names[0] + "' may only pick a layer of '" + stagedName +
+                      "' (as " + stagedName + ".w[" + s.names[0] + "]): each stage counts its own layers");
+    return std::nullopt;
+  }
+  for (size_t k = 0; k < f.carried.size(); ++k) {
+    const TensorType& t = f.carriedInit[k]->type;
+    if (t.rank() == 0 || t.dtype != DType::F32) {
+      err(c, s.loc, "a pipelined loop's carried values are split into microbatches along dim 0, but '" + f.carried[k] +
+                        "' is " + t.str());
+      return std::nullopt;
+    }
+    if (t.shape[0] % m != 0) {
+      err(c, s.pipelineLoc.line ? s.pipelineLoc : s.loc,
+          std::to_string(m) + " microbatches do not divide the batch: carried '" + f.carried[k] + "' is " + t.str() +
+              " (dim 0 has " + std::to_string(t.shape[0]) + " rows)");
+      return std::nullopt;
+    }
+    if (t.shape[0] != f.carriedInit[0]->type.shape[0]) {
+      err(c, s.loc, "a pipelined loop's carried values share the batch (dim 0), but '" + f.carried[0] + "' is " +
+                        f.carriedInit[0]->type.str() + " and '" + f.carried[k] + "' is " + t.str());
+      return std::nullopt;
+    }
+  }
+  // The stage axes split the layers; the batch flowing through the
+  // stages must not be split over them too (no annotation of the function
+  // may use them).
+  std::vector<const Value*> annotated(c.fn->args.begin(), c.fn->args.end());
+  for (const auto& op : c.fn->ops)
+    if (op->kind != OpKind::Param && op->result) annotated.push_back(op->result);
+  for (const Value* v : annotated) {
+    if (!v->sharding || v->sharding->mesh != staged->stageMesh) continue;
+    for (const auto& dim : v->sharding->dims)
+      for (const auto& ax : dim)
+        if (std::count(staged->stageAxes.begin(), staged->stageAxes.end(), ax)) {
+          err(c, v->shardingLoc.line ? v->shardingLoc : s.loc,
+              "mesh axis '" + ax + "' splits the pipeline stages of '" + stagedName +
+                  "'; it cannot also split a value of the pipelined loop's function");
+          if (!c.mute) diags_.note(staged->stageLoc, "the stage axis is declared here");
+          return std::nullopt;
+        }
+  }
+  // One stage and one microbatch: an ordinary loop.
+  return staged->stages == 1 && m == 1 ? 0 : m;
 }
 
 // A statement of a loop body.

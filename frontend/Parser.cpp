@@ -214,6 +214,7 @@ class Builder {
       d->name = x->ID()->getText();
       d->loc = loc(x->ID());
       d->value = expr(x->expr());
+      if (x->annotation()) d->annot = annotation(x->annotation());
       for (auto* m : x->groupMember()) {
         auto md = std::make_unique<ast::Decl>();
         md->kind = ast::DeclKind::Param;
@@ -369,6 +370,11 @@ class Builder {
       s->nameLocs.push_back(loc(x->ID()));
       s->exprs.push_back(expr(x->expr(0)));
       s->exprs.push_back(expr(x->expr(1)));
+      if (auto* p = x->pipelineAnnot()) {
+        s->pipelined = true;
+        s->pipelineLoc = loc(p->getStart());
+        s->pipelineArgs = callArgs(p->arg(), depth);
+      }
       s->body = block(x->block(), depth);
     } else if (auto* x = dynamic_cast<GSLParser::ExprStmtContext*>(c)) {
       s->kind = ast::StmtKind::Expr;

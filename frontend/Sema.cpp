@@ -283,6 +283,38 @@ void Sema::declParamGroup(const ast::Decl& d) {
     return;
   }
   g.layers = *layers;
+  if (d.annot) {  // the layer dim split over a stage axis: a pipeline
+    if (d.annot->replicate) {
+      err(d.annot->loc, "@replicate on param group '" + d.name + "' says nothing: its layers are replicated unless "
+                        "split, as @shard(" + d.annot->mesh + ", [stage])");
+      return;
+    }
+    auto s = checkSharding(*d.annot, TensorType{DType::F32, {*layers}});
+    if (!s) return;
+    if (s->dims[0].empty()) {
+      err(d.annot->loc, "@shard on param group '" + d.name + "' splits nothing: name the stage axis that splits its layers, "
+                        "as @shard(" + s->mesh + ", [stage])");
+      return;
+    }
+    const Mesh* mesh = mod_->findMesh(s->mesh);
+    int64_t n = 1;
+    std::string axes;
+    for (const auto& a : s->dims[0]) {
+      n *= mesh->axes[mesh->axisIndex(a)].size;
+      axes += (axes.empty() ? "" : ", ") + a;
+    }
+    if (*layers % n != 0) {
+      err(d.annot->dimLocs[0], "param group '" + d.name + "' has " + std::to_string(*layers) +
+                                   " layers (L), not a multiple of the " + std::to_string(n) + " pipeline stages (S) of " +
+                                   (s->dims[0].size() == 1 ? "axis '" + axes + "'" : "axes (" + axes + ")") +
+                                   " of mesh '" + s->mesh + "'");
+      return;
+    }
+    g.stageMesh = s->mesh;
+    g.stageAxes = s->dims[0];
+    g.stages = n;
+    g.stageLoc = d.annot->loc;
+  }
   std::map<std::string, SourceLoc> seen;
   for (const auto& mp : d.members) {
     const ast::Decl& m = *mp;
@@ -306,7 +338,26 @@ void Sema::declParamGroup(const ast::Decl& d) {
     if (m.annot) {
       auto s = checkSharding(*m.annot, *t);
       if (!s) continue;
-      s->dims.insert(s->dims.begin(), std::vector<std::string>{});  // the layer dim is never split
+      if (!g.stageMesh.empty() && s->mesh != g.stageMesh) {
+        err(m.annot->loc, "member '" + m.name + "' is sharded over mesh '" + s->mesh + "' but param group '" + d.name +
+                              "' splits its layers over mesh '" + g.stageMesh + "'");
+        continue;
+      }
+      bool clash = false;
+      for (size_t k = 0; k < s->dims.size() && !clash; ++k)
+        for (const auto& a : s->dims[k])
+          if (std::count(g.stageAxes.begin(), g.stageAxes.end(), a)) {
+            err(m.annot->dimLocs[k], "mesh axis '" + a + "' splits the layers of param group '" + d.name +
+                                         "' (its pipeline stages); it cannot also split a dim of member '" + m.name + "'");
+            clash = true;
+            break;
+          }
+      if (clash) continue;
+      s->dims.insert(s->dims.begin(), g.stageAxes);  // the layer dim: the stages' axes, or unsplit
+      p.sharding = s;
+    } else if (!g.stageMesh.empty()) {
+      Sharding s = Sharding::replicated(g.stageMesh, p.type.rank());
+      s.dims[0] = g.stageAxes;
       p.sharding = s;
     }
     if (!lowerInit(*m.value, p.init)) continue;

@@ -146,6 +146,12 @@ class Sema {
   struct Group {
     int64_t layers = 0;
     std::vector<std::string> members;
+    // `param blocks[L] @shard(m, [stage])`: the layer dim split over these
+    // axes of `stageMesh` (a pipeline, docs/pipeline.md); `stages` ways.
+    std::string stageMesh;
+    std::vector<std::string> stageAxes;
+    int64_t stages = 1;
+    SourceLoc stageLoc;
   };
   std::map<std::string, Group> groups_;
   // The values an i32 scalar index is known to take (a loop index, plus or
@@ -228,6 +234,14 @@ class Sema {
   EV lowerMember(Ctx& c, const ast::Expr& e, bool indexed);
   EV lowerIndex(Ctx& c, const ast::Expr& e);
   bool lowerLoop(Ctx& c, const ast::Stmt& s);
+  // A loop reading a param group split over a stage axis is a pipeline:
+  // checks it (docs/pipeline.md) and returns its microbatch count, 0 for
+  // an ordinary loop, nullopt after an error.
+  std::vector<Value*> lowerMicrobatchLoop(Ctx& c, SourceLoc loc, int64_t M, const std::vector<Value*>& carriedInit,
+                                          const std::vector<Value*>& invariants,
+                                          const std::function<Op*(Function&, std::vector<Value*>)>& buildLayers);
+  std::optional<int64_t> checkPipeline(Ctx& c, const ast::Stmt& s, const LoopFrame& f, const Function& body,
+                                       int64_t lo, int64_t hi);
   bool lowerLoopStmt(Ctx& c, const ast::Stmt& s);
   bool lowerAssign(Ctx& c, const ast::Stmt& s);
 

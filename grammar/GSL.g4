@@ -10,7 +10,7 @@ decl
     | 'const' ID '=' expr                                         # constDecl
     | 'mesh' ID '=' '[' meshAxis (',' meshAxis)* ','? ']'        # meshDecl
     | 'param' ID ':' type annotation? '=' expr                    # paramDecl
-    | 'param' ID '[' expr ']' '{' groupMember* '}'                # paramGroupDecl
+    | 'param' ID '[' expr ']' annotation? '{' groupMember* '}'    # paramGroupDecl
     | 'fn' ID shapeParams? '(' (fnArg (',' fnArg)* ','?)? ')' ('->' resultType)? block  # fnDecl
     | 'optimizer' ID '=' expr                                     # optimizerDecl
     | 'dataset' ID '=' expr                                       # datasetDecl
@@ -49,12 +49,17 @@ shardDim
 
 block : '{' stmt* '}' ;
 
+// `for l in 0..L @pipeline(microbatches = 4) { ... }`: a loop over a param
+// group whose layers are split over a stage axis runs as a pipeline
+// (docs/pipeline.md).
+pipelineAnnot : '@pipeline' '(' (arg (',' arg)* ','?)? ')' ;
+
 stmt
     : 'let' ID (':' type)? '=' expr                               # letStmt
     | 'let' '(' ID (',' ID)+ ')' '=' expr                         # letTupleStmt
     | ID '=' expr                                                 # assignStmt
     | 'return' expr (',' expr)*                                   # returnStmt
-    | 'for' ID 'in' expr '..' expr block                          # forStmt
+    | 'for' ID 'in' expr '..' expr pipelineAnnot? block           # forStmt
     | 'if' expr block ('else' (ifTail | block))?                  # ifStmt
     | expr                                                        # exprStmt
     ;

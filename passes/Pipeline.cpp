@@ -1,4 +1,5 @@
 #include "passes/Pipeline.h"
+#include "passes/Pipelining.h"
 
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
@@ -57,12 +58,17 @@ const GlobalPass kGlobalPasses[] = {
        std::string e = inferShapes(m);
        GSL_ASSERT(e.empty(), "shape inference failed after the front end: " + e);
      }},
-    // 2. Mixed precision, only with --autocast (Module::autocast): f32
+    // 2. Pipelining, only for a loop over a param group split over a stage
+    //    axis (the front end's microbatch loop): the pipeline's schedule
+    //    (passes/Pipelining.h), before autodiff so the backward pass is a
+    //    pipeline too.
+    {"pipeline", "pipelining", pipelineLoops, hasPipelines},
+    // 3. Mixed precision, only with --autocast (Module::autocast): f32
     //    contractions run in bf16 (passes/Autocast.h), before autodiff so
     //    the backward contractions are bf16 too.
     {"autocast", "autocast", [](ir::Module& m) { autocast(m, *m.autocast); },
      [](const ir::Module& m) { return m.autocast.has_value(); }},
-    // 3. Training: grad(...) and opt.minimize(...) thunks get their reverse
+    // 4. Training: grad(...) and opt.minimize(...) thunks get their reverse
     //    sweep (autodiff) and optimizer update, on the global IR.
     {"training", "training expansion", expandTraining},
 };

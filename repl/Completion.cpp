@@ -91,7 +91,7 @@ std::vector<std::string> Session::complete(const std::string& before, size_t& wo
   static const std::vector<std::string> fixed = [] {
     std::vector<std::string> r = {"print", "save", "load", "exists", "let", "fn", "param", "const", "mesh",
                                   "import", "for", "in", "if", "else", "return", "true", "false", "and",
-                                  "or", "not", "f32", "i32", "bool", "@shard", "@replicate", "zeros", "ones",
+                                  "or", "not", "f32", "i32", "bool", "@shard", "@replicate", "@pipeline", "zeros", "ones",
                                   "normal", "uniform", "glorot"};
     for (const auto& op : ir::allOps())
       if (op.builtin) r.push_back(op.builtin);

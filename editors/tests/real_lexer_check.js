@@ -41,6 +41,7 @@ const KIND = {
   "'load'": C(/^support\.function\.builtin\.host\.gsl$/, ['gslHostBuiltin']),
   "'@shard'": C(/^storage\.modifier\.annotation\.shard\.gsl$/, ['gslAnnotation']),
   "'@replicate'": C(/^storage\.modifier\.annotation\.replicate\.gsl$/, ['gslAnnotation']),
+  "'@pipeline'": C(/^storage\.modifier\.annotation\.pipeline\.gsl$/, ['gslAnnotation']),
   "'_'": C(/^constant\.language\.replicated\.gsl$/, ['gslReplicated']),
   DTYPE: C(/^support\.type\.primitive\.gsl$/, ['gslType']),
   INT: C(/^constant\.numeric\.integer\.gsl$/, ['gslNumber']),

@@ -95,6 +95,8 @@ syn match   gslEinsumComma  contained ","
 " ---------------------------------------------------------------- annotations
 " @shard(MESH, [S0, S1, ...]) where Si is _, an axis, or (a, b); @replicate(MESH)
 syn match   gslAnnotation   "@\%(shard\|replicate\)" nextgroup=gslAnnotArgs skipwhite
+" for l in 0..L @pipeline(microbatches = M): its arguments are expressions
+syn match   gslAnnotation   "@pipeline\>"
 syn region  gslAnnotArgs    contained matchgroup=gslDelimiter start="(" end=")" contains=gslAnnotMesh,gslAnnotDims,gslDelimiter,gslComment
 syn match   gslAnnotMesh    contained "\%((\s*\)\@<=\h\w*"
 syn region  gslAnnotDims    contained matchgroup=gslDelimiter start="\[" end="\]" contains=gslAnnotAxes,gslMeshAxis,gslReplicated,gslDelimiter,gslComment
