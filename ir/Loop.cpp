@@ -131,4 +131,17 @@ DimLabels shardDynamicUpdate(const Op& op) {
   return L;
 }
 
+bool readByIteration(const Function& body, const Value* a) {
+  bool any = false;
+  for (const auto& o : body.ops)
+    for (size_t k = 0; k < o->operands.size(); ++k)
+      if (o->operands[k] == a) {
+        if (o->kind != OpKind::DynamicIndex || k != 0 || o->operands[1] != body.args[0]) return false;
+        any = true;
+      }
+  for (const Value* r : body.results)
+    if (r == a) return false;
+  return any;
+}
+
 }  // namespace gsl::ir

@@ -48,6 +48,11 @@ struct LoopInfo {
 std::string inferLoopTypes(const std::vector<TensorType>& operands, const AttrMap& attrs,
                            const Function& body, std::vector<TensorType>& results);
 
+// Whether body argument `a` of a loop body is read only as row i of itself
+// (dynamic_index(a, i), i the iteration index): a stacked layer weight, or
+// a pipeline stage's row.
+bool readByIteration(const Function& body, const Value* a);
+
 // The type rules and gradient rules of dynamic_index and dynamic_update
 // (columns of their op table rows).
 std::string ruleDynamicIndex(const std::vector<TensorType>& in, AttrMap& attrs, TensorType& out);

@@ -315,6 +315,10 @@ void loopVjp(ir::GradBuilder& b, Op& loop, const std::vector<Value*>& resultAdj,
   at.set("trip", T);
   at.set("carried", (int64_t)nbc);
   if (!L.reverse) at.set("reverse", true);
+  // A loop over pipeline stages (passes/Pipelining): its backward loop runs
+  // over the same stages.
+  for (const char* k : {"stage_mesh", "stage_axes"})
+    if (loop.attrs.has(k)) at.set(k, *loop.attrs.get(k));
   std::vector<TensorType> in, types;
   for (Value* v : operands) in.push_back(v->type);
   std::string e = ir::inferLoopTypes(in, at, *bb, types);

@@ -14,6 +14,14 @@ namespace gsl::passes {
 // arguments' shardings, the body partitioned with its carried results
 // resharded to the carried arguments' shardings, and records the loop's
 // local results (stacked outputs lie as their rows, dim 0 unsplit).
+//
+// A loop over pipeline stages (attributes `stage_mesh`, `stage_axes`; made
+// by passes/Pipelining) whose iterations only read row i of their stacked
+// operands and only pass their carried values through is split over the
+// stage axes instead: each rank runs the iterations of its own rows (trip /
+// n of them) on its local block of those operands, and its stacked outputs
+// lie with dim 0 split over the stage axes. Otherwise it is partitioned as
+// any loop (every rank runs every stage).
 void partitionLoop(const ir::Module& m, partitioner::Partitioner& b, const ir::Op& op);
 
 }  // namespace gsl::passes

@@ -100,6 +100,8 @@ const RankPass kRankPasses[] = {
     {"propagation",
      [](RankProgram& p) {
        propagateShardings(p.m, p.global, &p.provenance);
+       // A pipeline's rows of state, one per stage, on their stages.
+       shardPipelineStages(p.m, p.global);
        if (!p.gather) return;
        ir::Function& f = p.global;
        for (size_t i = 0; i < f.results.size(); ++i) {

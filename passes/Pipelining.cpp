@@ -1,10 +1,12 @@
 #include "passes/Pipelining.h"
 
 #include <algorithm>
+#include <map>
 
 #include "ir/GradRules.h"
 #include "ir/Loop.h"
 #include "support/Diagnostics.h"
+#include <set>
 
 namespace gsl::passes {
 
@@ -186,7 +188,156 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
   return true;
 }
 
+// ---- the stage dims of a per-rank pass's function (shardPipelineStages)
+
+struct StageAxes {
+  std::string mesh;
+  std::vector<std::string> axes;
+  int64_t n = 1;
+};
+
+// Union-find over (value, dim): the dims that hold one row per stage.
+class StageDims {
+ public:
+  explicit StageDims(const Module& m) : m_(m) {}
+
+  void walk(Function& f) {
+    for (auto& op : f.ops) visit(*op);
+  }
+
+  void apply() {
+    for (auto& [node, parent] : parent_) {
+      (void)parent;
+      auto seed = seeds_.find(find(node));
+      if (seed == seeds_.end()) continue;
+      Value* v = const_cast<Value*>(node.first);
+      const StageAxes& a = stages_[seed->second];
+      const int d = node.second;
+      if (v->type.shape[d] % a.n != 0 || fixed_.count(v)) continue;
+      Sharding s = v->sharding ? *v->sharding : Sharding::replicated(a.mesh, v->type.rank());
+      if (s.mesh.empty()) s = Sharding::replicated(a.mesh, v->type.rank());
+      if (s.mesh != a.mesh || !s.partial.empty() || !s.dims[d].empty()) continue;
+      bool used = false;
+      for (const auto& dim : s.dims)
+        for (const auto& ax : dim) used |= std::count(a.axes.begin(), a.axes.end(), ax) > 0;
+      if (used) continue;
+      s.dims[d] = a.axes;
+      v->sharding = s;
+    }
+  }
+
+  // Values whose sharding is not the pass's to change (the function's own
+  // arguments and results: the host's layouts).
+  void fix(const Value* v) { fixed_.insert(v); }
+
+ private:
+  using Node = std::pair<const Value*, int>;
+  const Module& m_;
+  std::map<Node, Node> parent_;
+  std::map<Node, size_t> seeds_;  // root -> stage
+  std::vector<StageAxes> stages_;
+  std::set<const Value*> fixed_;
+
+  Node find(Node x) {
+    auto it = parent_.find(x);
+    if (it == parent_.end()) return parent_[x] = x;
+    if (it->second == x) return x;
+    return it->second = find(it->second);
+  }
+  void link(const Value* a, int da, const Value* b, int db) {
+    if (da < 0 || db < 0 || da >= a->type.rank() || db >= b->type.rank()) return;
+    Node ra = find({a, da}), rb = find({b, db});
+    if (ra == rb) return;
+    auto sa = seeds_.find(ra), sb = seeds_.find(rb);
+    parent_[ra] = rb;
+    if (sa != seeds_.end()) {
+      if (sb == seeds_.end()) seeds_[rb] = sa->second;
+      seeds_.erase(sa);
+    }
+  }
+  void seed(const Value* v, int d, size_t stage) {
+    Node r = find({v, d});
+    if (!seeds_.count(r)) seeds_[r] = stage;
+  }
+  // Dims aligned from the right (NumPy broadcasting), where sizes agree.
+  void linkAligned(const Value* x, const Value* r) {
+    const int off = r->type.rank() - x->type.rank();
+    for (int d = 0; d < x->type.rank(); ++d)
+      if (d + off >= 0 && x->type.shape[d] == r->type.shape[d + off]) link(x, d, r, d + off);
+  }
+
+  void visit(Op& op) {
+    const OpInfo& info = op.info();
+    switch (op.kind) {
+      case OpKind::Loop: {
+        const LoopInfo L(op);
+        Function& body = *op.body;
+        for (size_t k = 0; k < op.operands.size(); ++k)
+          for (int d = 0; d < op.operands[k]->type.rank(); ++d) link(op.operands[k], d, body.args[k + 1], d);
+        for (size_t j = 0; j < L.carried; ++j)
+          for (int d = 0; d < op.results[j]->type.rank(); ++d) {
+            link(body.results[j], d, op.results[j], d);
+            link(body.args[j + 1], d, op.results[j], d);
+          }
+        for (size_t o = 0; o < L.outputs; ++o) {
+          const Value* row = body.results[L.carried + o];
+          for (int d = 0; d < row->type.rank(); ++d) link(row, d, op.results[L.carried + o], d + 1);
+        }
+        if (op.attrs.has("stage_mesh")) {
+          StageAxes a;
+          a.mesh = op.attrs.getString("stage_mesh");
+          const Mesh* mesh = m_.findMesh(a.mesh);
+          GSL_ASSERT(mesh, "internal error: a stage loop names an unknown mesh");
+          for (int64_t i : op.attrs.getInts("stage_axes")) {
+            a.axes.push_back(mesh->axes[i].name);
+            a.n *= mesh->axes[i].size;
+          }
+          stages_.push_back(a);
+          const size_t id = stages_.size() - 1;
+          for (size_t k = L.carried; k < op.operands.size(); ++k)
+            if (op.operands[k]->type.rank() > 0 && op.operands[k]->type.shape[0] == L.trip) seed(op.operands[k], 0, id);
+          for (size_t o = 0; o < L.outputs; ++o) seed(op.results[L.carried + o], 0, id);
+        }
+        walk(body);
+        return;
+      }
+      case OpKind::DynamicIndex:
+        for (int d = 0; d < op.result->type.rank(); ++d) link(op.operands[0], d + 1, op.result, d);
+        return;
+      case OpKind::DynamicUpdate:
+        for (int d = 0; d < op.result->type.rank(); ++d) link(op.operands[0], d, op.result, d);
+        for (int d = 0; d < op.operands[1]->type.rank(); ++d) link(op.operands[1], d, op.result, d + 1);
+        return;
+      case OpKind::Slice:
+      case OpKind::Concat:
+      case OpKind::Copy:
+        for (const Value* x : op.operands)
+          for (int d = 0; d < op.result->type.rank(); ++d) link(x, d, op.result, d);
+        return;
+      case OpKind::Broadcast: linkAligned(op.operands[0], op.result); return;
+      default: break;
+    }
+    if (info.cls == OpClass::Unary || info.cls == OpClass::Binary || info.cls == OpClass::Ternary)
+      for (const Value* x : op.operands) linkAligned(x, op.result);
+  }
+};
+
+bool hasStageLoops(const Function& f) {
+  for (const auto& op : f.ops)
+    if (op->kind == OpKind::Loop && (op->attrs.has("stage_mesh") || hasStageLoops(*op->body))) return true;
+  return false;
+}
+
 }  // namespace
+
+void shardPipelineStages(const Module& m, Function& f) {
+  if (!hasStageLoops(f)) return;
+  StageDims dims(m);
+  for (const Value* a : f.args) dims.fix(a);
+  for (const Value* r : f.results) dims.fix(r);
+  dims.walk(f);
+  dims.apply();
+}
 
 bool hasPipelines(const Module& m) {
   for (const auto& f : m.functions)

@@ -34,4 +34,18 @@ void pipelineLoops(ir::Module& m);
 // Whether any function has a loop the front end marked `microbatches`.
 bool hasPipelines(const ir::Module& m);
 
+// After sharding propagation of `f` (a per-rank pass): every value that
+// holds one row per stage of a pipeline (the state, its shifts, the stage
+// loop's operands and rows, their adjoints, the stacked saves of them) gets
+// its stage dim split over the stage axes, so that each rank holds its own
+// stage's row and a shift is one collective_permute. Propagation alone does
+// not reach them: a shift is a slice and a concat along the stage dim,
+// whose labels propagation never splits. The values are found by following
+// the stage dim from the stage loops' operands and results through
+// elementwise ops, slices and concats along any dim, indexing and loops;
+// one that is annotated, partial or already uses a stage axis is left as
+// it is (the partitioner reshards where two layouts meet, so this changes
+// what is sent, never the values).
+void shardPipelineStages(const ir::Module& m, ir::Function& f);
+
 }  // namespace gsl::passes

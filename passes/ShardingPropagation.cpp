@@ -153,21 +153,6 @@ struct Propagator {
     return changed;
   }
 
-  // Whether body argument `a` is read only as row i of itself
-  // (dynamic_index(a, i), i the iteration index): a stacked layer weight.
-  static bool readByIteration(const Function& body, const Value* a) {
-    bool any = false;
-    for (const auto& o : body.ops)
-      for (size_t k = 0; k < o->operands.size(); ++k)
-        if (o->operands[k] == a) {
-          if (o->kind != OpKind::DynamicIndex || k != 0 || o->operands[1] != body.args[0]) return false;
-          any = true;
-        }
-    for (const Value* r : body.results)
-      if (r == a) return false;
-    return any;
-  }
-
   // A fresh copy of `pristine` (the body before propagation) with its
   // arguments and results constrained, propagated (its steps recorded in
   // `steps`).

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 
-gsl, src = sys.argv[1], sys.argv[2]
+gsl, src = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 prog = os.path.join(src, "examples", "transformer.gsl")
 STEPS = 20
 
