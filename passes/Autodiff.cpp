@@ -122,7 +122,12 @@ bool readPerIteration(const ir::Function& body, const Value* v, int64_t trip) {
 // (the T stacked values) and, right after the clone, a dynamic_index of it
 // at iteration `i`, which every reader then reads instead. The dead
 // recomputation is then removed.
-void saveContractions(ir::GradBuilder& g, const ir::Function& body, const std::vector<Op*>& recomputed, Value* i,
+// A nested loop is saved the same way, all its results its backward loop
+// reads (its own saved values included): the forward body's loop is
+// replaced by the clone's twin, which outputs them too. So a loop inside a
+// loop (a pipeline's stages) runs forward once, not again in the backward
+// body (and again inside its own backward body).
+void saveContractions(ir::GradBuilder& g, ir::Function& body, const std::vector<Op*>& recomputed, Value* i,
                       int64_t T, std::vector<Value*>& residuals) {
   ir::Function& bb = g.function();
   // Live values of the backward body (what its results need).
@@ -139,24 +144,57 @@ void saveContractions(ir::GradBuilder& g, const ir::Function& body, const std::v
   const ValueSet needed = live();
   const size_t before = bb.ops.size();
   std::vector<const Op*> replaced;  // the clones replaced, in order; their dynamic_index ops follow `before`
+  std::vector<size_t> reads;        // how many dynamic_index ops each has
   std::unordered_map<const Value*, Value*> replace;
   for (size_t n = 0; n < recomputed.size(); ++n) {
     Op* c = recomputed[n];
+    if (c->kind == OpKind::Loop) {
+      bool any = false;
+      for (const Value* r : c->results) any |= needed.count(r) > 0;
+      if (!any) continue;
+      // The forward body's loop becomes the clone's twin (with the results
+      // the clone's backward loop reads); its readers read the twin.
+      Op* twin = body.appendClone(*c, body.ops[n]->operands);
+      std::unique_ptr<Op> old = std::move(body.ops[n]);
+      body.ops[n] = std::move(body.ops.back());
+      body.ops.pop_back();
+      auto redirect = [&](Value*& v) {
+        for (size_t r = 0; r < old->results.size(); ++r)
+          if (v == old->results[r]) v = twin->results[r];
+      };
+      for (auto& op : body.ops)
+        for (Value*& v : op->operands) redirect(v);
+      for (Value*& v : body.results) redirect(v);
+      for (Value*& v : residuals) redirect(v);
+      size_t count = 0;
+      for (size_t r = 0; r < c->results.size(); ++r) {
+        if (!needed.count(c->results[r])) continue;
+        residuals.push_back(twin->results[r]);
+        replace[c->results[r]] = g.op(OpKind::DynamicIndex, {bb.addArg(stackedType(c->results[r]->type, T)), i});
+        ++count;
+      }
+      replaced.push_back(c);
+      reads.push_back(count);
+      continue;
+    }
     if (c->info().cls != ir::OpClass::Contraction || !needed.count(c->result)) continue;
     residuals.push_back(body.ops[n]->result);
     replace[c->result] = g.op(OpKind::DynamicIndex, {bb.addArg(stackedType(c->result->type, T)), i});
     replaced.push_back(c);
+    reads.push_back(1);
   }
   if (replaced.empty()) return;
   // Each dynamic_index (appended last, in the clones' order) goes right
   // after its clone; readers read it.
   std::vector<std::unique_ptr<Op>> ops = std::move(bb.ops);
   bb.ops.clear();
-  size_t next = 0;
+  size_t next = 0, read = before;
   for (size_t n = 0; n < before; ++n) {
     const bool isReplaced = next < replaced.size() && ops[n].get() == replaced[next];
     bb.ops.push_back(std::move(ops[n]));
-    if (isReplaced) bb.ops.push_back(std::move(ops[before + next++]));
+    if (isReplaced)
+      for (size_t k = 0; k < reads[next]; ++k) bb.ops.push_back(std::move(ops[read++]));
+    next += isReplaced;
   }
   for (auto& op : bb.ops)
     for (Value*& v : op->operands)

@@ -20,6 +20,14 @@ Sharding decidedOf(const std::optional<Sharding>& s, int rank) {
   return t;
 }
 
+// Whether a value of `body` is read by an op or returned.
+bool isUsed(const Function& body, const Value* v) {
+  for (const auto& o : body.ops)
+    for (const Value* x : o->operands)
+      if (x == v) return true;
+  return std::find(body.results.begin(), body.results.end(), v) != body.results.end();
+}
+
 // The result types of a per-rank loop with body `local`: its carried
 // values, then its per-iteration outputs stacked `trip` deep.
 std::vector<TensorType> loopResultTypes(const Function& local, size_t carried, int64_t trip) {
@@ -117,7 +125,7 @@ bool partitionStageLoop(const Module& m, partitioner::Partitioner& b, const Op& 
       rest.dims[0].clear();
       if (usesStage(rest)) return false;
       s.dims[0] = axes;
-    } else if (usesStage(s)) {
+    } else if (usesStage(s) && isUsed(body, a)) {  // an unused one may lie as it does
       return false;
     }
     argS.push_back(s);
