@@ -360,7 +360,8 @@ bool Sema::lowerLoop(Ctx& c, const ast::Stmt& s) {
     deadBodies_.push_back(std::move(body));
     return true;
   }
-  auto microbatches = checkPipeline(c, s, f, *body, lo, hi);
+  int64_t rounds = 1;
+  auto microbatches = checkPipeline(c, s, f, *body, lo, hi, rounds);
   if (!microbatches) {
     setCarried({});
     deadBodies_.push_back(std::move(body));
@@ -409,7 +410,7 @@ bool Sema::lowerLoop(Ctx& c, const ast::Stmt& s) {
     setCarried(buildLoop(*c.fn, operands)->results);
     return true;
   }
-  setCarried(lowerMicrobatchLoop(c, s.loc, M, f.carriedInit, f.invariants, buildLoop));
+  setCarried(lowerMicrobatchLoop(c, s.loc, M, rounds, f.carriedInit, f.invariants, buildLoop));
   return true;
 }
 
@@ -425,7 +426,7 @@ bool Sema::lowerLoop(Ctx& c, const ast::Stmt& s) {
 // split over data-parallel axes stays split the same way in every
 // microbatch.
 std::vector<Value*> Sema::lowerMicrobatchLoop(
-    Ctx& c, SourceLoc loc, int64_t M, const std::vector<Value*>& carriedInit, const std::vector<Value*>& invariants,
+    Ctx& c, SourceLoc loc, int64_t M, int64_t R, const std::vector<Value*>& carriedInit, const std::vector<Value*>& invariants,
     const std::function<Op*(Function&, std::vector<Value*>)>& buildLayers) {
   auto append = [&](Function& fn, OpKind k, std::vector<Value*> ops, AttrMap at) {
     std::vector<TensorType> in;
@@ -472,6 +473,7 @@ std::vector<Value*> Sema::lowerMicrobatchLoop(
   at.set("trip", M);
   at.set("carried", (int64_t)1);
   at.set("microbatches", M);
+  if (R > 1) at.set("rounds", R);
   std::vector<TensorType> in, types;
   for (Value* v : operands) in.push_back(v->type);
   std::string why = inferLoopTypes(in, at, *body, types);
@@ -489,7 +491,7 @@ std::vector<Value*> Sema::lowerMicrobatchLoop(
 }
 
 std::optional<int64_t> Sema::checkPipeline(Ctx& c, const ast::Stmt& s, const LoopFrame& f, const Function& body,
-                                            int64_t lo, int64_t hi) {
+                                            int64_t lo, int64_t hi, int64_t& rounds) {
   // The param groups split over a stage axis that the body reads.
   const Group* staged = nullptr;
   std::string stagedName;
@@ -524,19 +526,38 @@ std::optional<int64_t> Sema::checkPipeline(Ctx& c, const ast::Stmt& s, const Loo
     return s.pipelined ? std::nullopt : std::optional<int64_t>(0);
   }
   int64_t m = 1;
+  rounds = 1;
+  SourceLoc roundsLoc = s.pipelineLoc;
   for (const auto& a : s.pipelineArgs) {
-    if (a.keyword != "microbatches") {
-      err(c, a.loc, a.keyword.empty() ? "@pipeline takes keyword arguments: @pipeline(microbatches = M)"
-                                      : "@pipeline has no argument '" + a.keyword + "' (it takes microbatches)");
+    if (a.keyword != "microbatches" && a.keyword != "rounds") {
+      err(c, a.loc, a.keyword.empty() ? "@pipeline takes keyword arguments: @pipeline(microbatches = M, rounds = R)"
+                                      : "@pipeline has no argument '" + a.keyword + "' (it takes microbatches, rounds)");
       return std::nullopt;
     }
-    auto v = evalInt(*a.value, "the number of microbatches");
+    const bool isRounds = a.keyword == "rounds";
+    auto v = evalInt(*a.value, isRounds ? "the number of rounds" : "the number of microbatches");
     if (!v) return std::nullopt;
     if (*v < 1) {
-      err(c, startLoc(*a.value), "the number of microbatches must be at least 1, got " + std::to_string(*v));
+      err(c, startLoc(*a.value), std::string("the number of ") + (isRounds ? "rounds" : "microbatches") +
+                                     " must be at least 1, got " + std::to_string(*v));
       return std::nullopt;
     }
-    m = *v;
+    (isRounds ? rounds : m) = *v;
+    if (isRounds) roundsLoc = startLoc(*a.value);
+  }
+  // Circular: R rounds through the S stages, k = L / (S R) layers a visit.
+  if (rounds > 1 && staged->layers % (staged->stages * rounds) != 0) {
+    err(c, roundsLoc, "param group '" + stagedName + "' has " + std::to_string(staged->layers) +
+                          " layers (L), not a multiple of its " + std::to_string(staged->stages) + " stages (S) times " +
+                          std::to_string(rounds) + " rounds (R): a circular pipeline gives each stage L / (S R) "
+                          "layers a round");
+    return std::nullopt;
+  }
+  if (rounds > 1 && staged->stages > 1 && m < staged->stages) {
+    err(c, roundsLoc, "a circular pipeline (" + std::to_string(rounds) + " rounds) needs at least as many microbatches as stages: " +
+                          std::to_string(m) + " microbatches, " + std::to_string(staged->stages) +
+                          " stages (a microbatch is back at stage 0 M iterations after it left it)");
+    return std::nullopt;
   }
   if (c.loop) {
     err(c, s.loc, "a pipelined loop (over the stages of '" + stagedName + "') cannot be inside another loop");

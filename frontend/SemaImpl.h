@@ -236,12 +236,14 @@ class Sema {
   bool lowerLoop(Ctx& c, const ast::Stmt& s);
   // A loop reading a param group split over a stage axis is a pipeline:
   // checks it (docs/pipeline.md) and returns its microbatch count, 0 for
-  // an ordinary loop, nullopt after an error.
-  std::vector<Value*> lowerMicrobatchLoop(Ctx& c, SourceLoc loc, int64_t M, const std::vector<Value*>& carriedInit,
+  // an ordinary loop, nullopt after an error; `rounds` gets its rounds
+  // (circular: R, 1 by default).
+  std::vector<Value*> lowerMicrobatchLoop(Ctx& c, SourceLoc loc, int64_t M, int64_t R,
+                                          const std::vector<Value*>& carriedInit,
                                           const std::vector<Value*>& invariants,
                                           const std::function<Op*(Function&, std::vector<Value*>)>& buildLayers);
   std::optional<int64_t> checkPipeline(Ctx& c, const ast::Stmt& s, const LoopFrame& f, const Function& body,
-                                       int64_t lo, int64_t hi);
+                                       int64_t lo, int64_t hi, int64_t& rounds);
   bool lowerLoopStmt(Ctx& c, const ast::Stmt& s);
   bool lowerAssign(Ctx& c, const ast::Stmt& s);
 

@@ -68,46 +68,67 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
     axisIdx.push_back(mesh->axisIndex(a));
   }
   if (S == 1) return false;
-  GSL_ASSERT(L % S == 0, "internal error: the layers do not divide into the stages");
-  const int64_t k = L / S, T = M + S - 1;
+  // Circular: R rounds through the stages, stage s running layers
+  // (r*S + s)*k .. (r*S + s)*k + k-1 in round r.
+  const int64_t R = mb.attrs.has("rounds") ? mb.attrs.getInt("rounds") : 1;
+  GSL_ASSERT(L % (S * R) == 0, "internal error: the layers do not divide into the stages and rounds");
+  GSL_ASSERT(R == 1 || M >= S, "internal error: a circular pipeline with fewer microbatches than stages");
+  const int64_t k = L / (S * R), T = M * R + S - 1;
   const SourceLoc loc = mb.loc;
+  const bool circular = R > 1;
 
   GradBuilder g(f);
   g.setLoc(loc);
-  // The stages' layers: [L, ...] as [S, L/S, ...].
-  std::vector<Value*> timeInv = xs;
+  // The stages' layers: [L, ...] as [S, L/S, ...], or [S, R, k, ...] in rounds.
+  std::vector<Value*> timeInv;
+  if (!circular) timeInv = xs;
   for (size_t j = 0; j < inv.size(); ++j) {
     if (!staged[j]) {
       timeInv.push_back(inv[j]);
       continue;
     }
-    Shape s{S, k};
-    s.insert(s.end(), inv[j]->type.shape.begin() + 1, inv[j]->type.shape.end());
-    timeInv.push_back(g.reshape(inv[j], s));
+    const Shape rest(inv[j]->type.shape.begin() + 1, inv[j]->type.shape.end());
+    Shape s = circular ? Shape{R, S, k} : Shape{S, k};
+    s.insert(s.end(), rest.begin(), rest.end());
+    Value* w = g.reshape(inv[j], s);
+    if (circular) {
+      std::vector<int64_t> perm{1, 0};
+      for (int d = 2; d < (int)s.size(); ++d) perm.push_back(d);
+      w = g.transpose(w, perm);
+    }
+    timeInv.push_back(w);
   }
+  // Carried: the stages' state [S, b, ...]; in rounds also the microbatches
+  // waiting for stage 0 [M, b, ...] (the inputs, then the last stage's outputs).
   std::vector<Value*> timeOperands;
   for (size_t c = 0; c < C; ++c) {
     Shape s{S};
     s.insert(s.end(), xs[c]->type.shape.begin() + 1, xs[c]->type.shape.end());  // [S, b, ...]
     timeOperands.push_back(g.constant(0.0, xs[c]->type.dtype, s));
   }
+  if (circular) timeOperands.insert(timeOperands.end(), xs.begin(), xs.end());
+  const size_t timeCarried = timeOperands.size();
   timeOperands.insert(timeOperands.end(), timeInv.begin(), timeInv.end());
 
   // The time loop's body: shift, then every stage's layers.
   auto tb = std::make_unique<Function>();
   tb->name = f.name + ".pipeline";
   Value* t = tb->addArg({DType::I32, {}});
-  std::vector<Value*> state, xsArg, invArg;
+  std::vector<Value*> state, waiting, xsArg, invArg;
   for (size_t c = 0; c < C; ++c) state.push_back(tb->addArg(timeOperands[c]->type));
-  for (size_t c = 0; c < C; ++c) xsArg.push_back(tb->addArg(xs[c]->type));
-  for (size_t j = 0; j < inv.size(); ++j) invArg.push_back(tb->addArg(timeInv[C + j]->type));
+  for (size_t c = 0; c < C; ++c) (circular ? waiting : xsArg).push_back(tb->addArg(xs[c]->type));
+  const size_t invBase = timeOperands.size() - inv.size();
+  for (size_t j = 0; j < inv.size(); ++j) invArg.push_back(tb->addArg(timeOperands[invBase + j]->type));
   GradBuilder tg(*tb);
   tg.setLoc(loc);
-  Value* tc = tg.op(OpKind::Minimum, {t, tg.constant((double)(M - 1), DType::I32)});
+  auto i32 = [&](int64_t v) { return tg.constant((double)v, DType::I32); };
+  // Stage 0's next microbatch: microbatch t (the last one again in the
+  // drain), or in rounds slot t mod M of the waiting ones.
+  Value* tc = circular ? tg.op(OpKind::Mod, {t, i32(M)}) : tg.op(OpKind::Minimum, {t, i32(M - 1)});
   std::vector<Value*> stageIn;
   for (size_t c = 0; c < C; ++c) {
     const TensorType& st = state[c]->type;
-    Value* in = tg.op(OpKind::DynamicIndex, {xsArg[c], tc});  // [b, ...]
+    Value* in = tg.op(OpKind::DynamicIndex, {circular ? waiting[c] : xsArg[c], tc});  // [b, ...]
     AttrMap sl;
     sl.set("axis", (int64_t)0);
     sl.set("start", (int64_t)0);
@@ -122,15 +143,24 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
     AttrMap io;
     io.set("shape", rowShape);
     io.set("axis", (int64_t)0);
-    Value* first = tg.op(OpKind::Eq, {tg.op(OpKind::Iota, {}, io), tg.constant(0.0, DType::I32)});
+    Value* first = tg.op(OpKind::Eq, {tg.op(OpKind::Iota, {}, io), i32(0)});
     stageIn.push_back(tg.where(first, in, shifted));  // row 0: the next microbatch
   }
-  // The loop over stages: stage s runs its L/S layers on row s.
+  // In rounds, each stage's round: clamp((t - s) floordiv M, 0, R-1).
+  Value* rounds = nullptr;
+  if (circular) {
+    AttrMap io;
+    io.set("shape", Shape{S});
+    io.set("axis", (int64_t)0);
+    Value* r = tg.op(OpKind::FloorDiv, {tg.op(OpKind::Sub, {t, tg.op(OpKind::Iota, {}, io)}), i32(M)});
+    rounds = tg.op(OpKind::Minimum, {tg.op(OpKind::Maximum, {r, i32(0)}), i32(R - 1)});
+  }
+  // The loop over stages: stage s runs its layers on row s.
   auto sb = std::make_unique<Function>();
   sb->name = f.name + ".stages";
   Value* s = sb->addArg({DType::I32, {}});
   Value* token = sb->addArg({DType::I32, {}});
-  std::vector<Value*> stageOperands{tg.constant(0.0, DType::I32)};
+  std::vector<Value*> stageOperands{i32(0)};
   std::vector<Value*> layerOperands;
   GradBuilder sg(*sb);
   sg.setLoc(loc);
@@ -138,10 +168,17 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
     stageOperands.push_back(stageIn[c]);
     layerOperands.push_back(sg.op(OpKind::DynamicIndex, {sb->addArg(stageIn[c]->type), s}));
   }
+  Value* round = nullptr;
+  if (circular) {
+    stageOperands.push_back(rounds);
+    round = sg.op(OpKind::DynamicIndex, {sb->addArg(rounds->type), s});
+  }
   for (size_t j = 0; j < inv.size(); ++j) {
     stageOperands.push_back(invArg[j]);
     Value* a = sb->addArg(invArg[j]->type);
-    layerOperands.push_back(staged[j] ? sg.op(OpKind::DynamicIndex, {a, s}) : a);
+    Value* w = staged[j] ? sg.op(OpKind::DynamicIndex, {a, s}) : a;
+    if (staged[j] && circular) w = sg.op(OpKind::DynamicIndex, {w, round});
+    layerOperands.push_back(w);
   }
   Op* stageLayers = sb->appendClone(*layers, layerOperands);
   stageLayers->attrs.set("trip", k);
@@ -156,14 +193,36 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
   sat.set("stage_axes", axisIdx);
   Op* stages = appendLoop(*tb, stageOperands, sat, std::move(sb), loc);
   for (size_t c = 0; c < C; ++c) tb->results.push_back(stages->results[1 + c]);
-  for (size_t c = 0; c < C; ++c) tb->results.push_back(stages->results[1 + c]);
+  if (circular) {
+    // The last stage's row goes to the waiting slot of its microbatch,
+    // (t - S + 1) mod M (slot 0 while the pipe fills: read, not yet due).
+    Value* slot = tg.op(OpKind::Mod, {tg.op(OpKind::Maximum, {tg.op(OpKind::Sub, {t, i32(S - 1)}), i32(0)}), i32(M)});
+    for (size_t c = 0; c < C; ++c) {
+      AttrMap a;
+      a.set("axis", (int64_t)0);
+      a.set("start", S - 1);
+      a.set("end", S);
+      const Shape row(xs[c]->type.shape.begin() + 1, xs[c]->type.shape.end());
+      Value* last = tg.reshape(tg.op(OpKind::Slice, {stages->results[1 + c]}, a), row);
+      tb->results.push_back(tg.op(OpKind::DynamicUpdate, {waiting[c], last, slot}));
+    }
+  } else {
+    for (size_t c = 0; c < C; ++c) tb->results.push_back(stages->results[1 + c]);
+  }
   AttrMap tat;
   tat.set("trip", T);
-  tat.set("carried", (int64_t)C);
+  tat.set("carried", (int64_t)timeCarried);
+  tat.set("pipeline_microbatches", M);  // for the tools (the REPL's :cost, the bubble)
+  tat.set("pipeline_rounds", R);
   Op* time = appendLoop(f, timeOperands, tat, std::move(tb), loc);
-  // Microbatch m left the last stage at iteration m + S - 1.
+  // Microbatch m left the last stage at iteration m + S - 1 (in rounds, its
+  // last round's row is in its waiting slot).
   std::vector<Value*> outs;
   for (size_t c = 0; c < C; ++c) {
+    if (circular) {
+      outs.push_back(g.reshape(time->results[C + c], mb.results[1 + c]->type.shape));
+      continue;
+    }
     Value* z = time->results[C + c];  // [T, S, b, ...]
     AttrMap a0, a1;
     a0.set("axis", (int64_t)0);
