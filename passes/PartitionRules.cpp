@@ -483,8 +483,11 @@ LocalValue windowGather(Partitioner& b, const std::vector<LocalValue>& in, const
 }
 
 // Emits the halo plan or the all_gather plan of a shift or a window along
-// dim d, whichever the same dry run finds sends fewer bytes (then FLOPs,
-// then memory; ties: the halo), and reports both for :plans. ins[0] is x
+// dim d, whichever the same dry run finds sends fewer bytes (then holds
+// less memory, then fewer FLOPs; ties: the halo), and reports both for
+// :plans. (At n = 2 both send one block: the halo's permute, which keeps
+// only the rank's block and talks to one neighbour, wins over the gather's
+// whole dim despite its mask's few FLOPs.) ins[0] is x
 // (the halo reads it laid out as the result, the gather whole along d),
 // then the fills (the halo reads them where they are).
 using WindowPlan = std::function<LocalValue(const std::vector<LocalValue>&)>;
@@ -492,7 +495,7 @@ void haloOrGather(Partitioner& b, const std::vector<LocalValue>& ins, int d, con
                   const WindowPlan& gather) {
   const Sharding& s = b.decided();
   PlanCost ch = b.dryRun(ins, halo), cg = b.dryRun(ins, gather);
-  bool useHalo = std::tie(ch.bytes, ch.flops, ch.memory) <= std::tie(cg.bytes, cg.flops, cg.memory);
+  bool useHalo = std::tie(ch.bytes, ch.memory, ch.flops) <= std::tie(cg.bytes, cg.memory, cg.flops);
   Sharding whole = s;
   whole.dims[d].clear();
   std::vector<Sharding> atS{s}, atWhole{whole};
@@ -505,7 +508,7 @@ void haloOrGather(Partitioner& b, const std::vector<LocalValue>& ins, int d, con
 }
 
 // Both plans of a window, costed by the same dry run; the one sending fewer
-// bytes (then FLOPs, then memory; ties: the halo) is emitted.
+// bytes (then memory, then FLOPs; ties: the halo) is emitted.
 void partitionWindow(Partitioner& b, const Window& w) {
   const Sharding& s = b.decided();
   std::vector<LocalValue> ins{b.local(w.x)};
