@@ -7,7 +7,9 @@
 # per host:
 #  1. an equivalence program (tests/sharding/mlp.gsl) and the MoE example
 #     (small sizes, interpreter, 3 steps) print what the thread run prints
-#     (numbers within rel 1e-5), via `gsl run --mpi --hostfile`;
+#     (numbers within rel 1e-5), via `gsl run --mpi --hostfile`, and so
+#     does the Transformer pipelined over 4 stages and circular (2 stages,
+#     2 rounds) against its unpipelined thread run;
 #  2. a bare `mpirun --hostfile ... gsl run examples/mlp.gsl` (no -np to
 #     gsl) prints what the thread run at -np 4 prints;
 #  3. files (with --host and no -np once): save() and save_checkpoint()
@@ -93,6 +95,16 @@ threads $MOE > "$T/want_moe.txt" 2> "$T/err_moe_threads.txt" || fail "thread run
 two_hosts . $MOE > "$T/moe.txt" 2> "$T/err_moe.txt" || fail "two-host run of moe.gsl"
 check_same "$T/want_moe.txt" "$T/moe.txt" "examples/moe.gsl -np 4 (2 ranks per host)"
 grep -q '^step 2 loss' "$T/moe.txt" || fail "the MoE run printed no step 2"
+
+# Pipelines across the hosts (docs/pipeline.md): the Transformer's 4 layers
+# in 4 stages (one a rank, the shifts crossing hosts), 4 microbatches, and
+# circular (2 stages, 2 rounds): the losses of the unpipelined thread run.
+TF="$SRC/examples/transformer.gsl -np 4 --no-progress -D STEPS=20 -D L=4"
+threads $TF > "$T/want_tf.txt" 2> "$T/err_tf_threads.txt" || fail "thread run of transformer.gsl"
+two_hosts . $TF -D PP=4 -D MB=4 > "$T/tf_pp4.txt" 2> "$T/err_tf_pp4.txt" || fail "two-host pipelined transformer.gsl"
+check_same "$T/want_tf.txt" "$T/tf_pp4.txt" "examples/transformer.gsl -np 4 -D PP=4 -D MB=4 (4 stages on 2 hosts)"
+two_hosts . $TF -D PP=2 -D MB=2 -D RR=2 > "$T/tf_rr2.txt" 2> "$T/err_tf_rr2.txt" || fail "two-host circular pipeline"
+check_same "$T/want_tf.txt" "$T/tf_rr2.txt" "examples/transformer.gsl -np 4 -D PP=2 -D MB=2 -D RR=2 (circular)"
 
 # 2. A bare mpirun across the hosts: NP from the world size.
 threads "$SRC/examples/mlp.gsl" -np 4 > "$T/want_bare.txt" 2> "$T/err_bare_threads.txt" || fail "thread mlp.gsl"
