@@ -1,6 +1,7 @@
 #include "ir/Loop.h"
 
 #include "ir/GradRules.h"
+#include "ir/Module.h"
 #include "support/Diagnostics.h"
 
 namespace gsl::ir {
@@ -129,6 +130,39 @@ DimLabels shardDynamicUpdate(const Op& op) {
   L.operands.push_back(row);  // u
   L.operands.push_back({});   // i
   return L;
+}
+
+int64_t PipelineSchedule::stageOf(const Module& m, int64_t rank) const {
+  const Mesh* msh = m.findMesh(mesh);
+  GSL_ASSERT(msh, "internal error: a pipeline names an unknown mesh");
+  const std::vector<int64_t> c = msh->coords(rank);
+  int64_t s = 0;
+  for (int64_t a : axes) s = s * msh->axes[a].size + c[a];
+  return s;
+}
+
+std::vector<PipelineSchedule> findPipelines(const Function& f, const Module& m) {
+  std::vector<PipelineSchedule> out;
+  for (const auto& op : f.ops) {
+    if (op->kind != OpKind::Loop) continue;
+    if (!op->attrs.has("pipeline_microbatches")) {
+      auto inner = findPipelines(*op->body, m);
+      out.insert(out.end(), inner.begin(), inner.end());
+      continue;
+    }
+    PipelineSchedule p;
+    p.timeLoop = op.get();
+    p.microbatches = op->attrs.getInt("pipeline_microbatches");
+    p.rounds = op->attrs.getInt("pipeline_rounds");
+    p.iterations = op->attrs.getInt("trip");
+    p.mesh = op->attrs.getString("pipeline_mesh");
+    p.axes = op->attrs.getInts("pipeline_axes");
+    const Mesh* mesh = m.findMesh(p.mesh);
+    GSL_ASSERT(mesh, "internal error: a pipeline names an unknown mesh");
+    for (int64_t a : p.axes) p.stages *= mesh->axes[a].size;
+    out.push_back(p);
+  }
+  return out;
 }
 
 bool readByIteration(const Function& body, const Value* a) {

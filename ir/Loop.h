@@ -32,6 +32,7 @@
 namespace gsl::ir {
 
 class GradBuilder;
+struct Module;
 
 // Reads the structure of a loop op.
 struct LoopInfo {
@@ -52,6 +53,27 @@ std::string inferLoopTypes(const std::vector<TensorType>& operands, const AttrMa
 // (dynamic_index(a, i), i the iteration index): a stacked layer weight, or
 // a pipeline stage's row.
 bool readByIteration(const Function& body, const Value* a);
+
+// A pipeline's schedule (docs/pipeline.md), read from the attrs of the
+// time loop that passes/Pipelining made (pipeline_mesh, pipeline_axes,
+// pipeline_microbatches, pipeline_rounds): S stages, M
+// microbatches, R rounds, M R + S - 1 iterations. Stage s works on
+// microbatch-round t - s at iteration t; the others are the bubble, a
+// fraction (S - 1) / (M R + S - 1) of a stage's iterations.
+struct PipelineSchedule {
+  std::string mesh;
+  std::vector<int64_t> axes;  // the stage axes (mesh axis indices)
+  int64_t stages = 1, microbatches = 1, rounds = 1, iterations = 1;
+  const Op* timeLoop = nullptr;
+  double bubble() const { return (double)(stages - 1) / (double)iterations; }
+  // Whether stage s works on a microbatch at iteration t.
+  bool busy(int64_t s, int64_t t) const { return t - s >= 0 && t - s < microbatches * rounds; }
+  // The stage of `rank` (its coordinate along the stage axes, row-major).
+  int64_t stageOf(const Module& m, int64_t rank) const;
+};
+
+// The forward pipelines of f (its ops and the loops in them), in order.
+std::vector<PipelineSchedule> findPipelines(const Function& f, const Module& m);
 
 // The type rules and gradient rules of dynamic_index and dynamic_update
 // (columns of their op table rows).

@@ -212,7 +212,10 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
   AttrMap tat;
   tat.set("trip", T);
   tat.set("carried", (int64_t)timeCarried);
-  tat.set("pipeline_microbatches", M);  // for the tools (the REPL's :cost, the bubble)
+  // The schedule, for the tools (ir::findPipelines: the REPL, the trace's bubble).
+  tat.set("pipeline_mesh", meshName);
+  tat.set("pipeline_axes", axisIdx);
+  tat.set("pipeline_microbatches", M);
   tat.set("pipeline_rounds", R);
   Op* time = appendLoop(f, timeOperands, tat, std::move(tb), loc);
   // Microbatch m left the last stage at iteration m + S - 1 (in rounds, its

@@ -146,7 +146,10 @@ class RankRunner : public HostWalker<HostValue> {
     std::vector<Tensor> res;
     try {
       trace::Scope traced("function", f.name);
-      if (traced) traced.arg("line", (int64_t)th.loc.line);
+      if (traced) {
+        traced.arg("line", (int64_t)th.loc.line);
+        traceSchedule(traced, model_, f);
+      }
       res = model_.engine->call(f, args);
     } catch (const backend::RuntimeError& e) {
       throw RankError(e.loc.valid() ? e.loc : th.loc, e.what());

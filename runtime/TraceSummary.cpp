@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -237,6 +238,7 @@ class Summary {
     compiles(os);
     others(os);
     ranks(os);
+    pipelines(os);
   }
 
  private:
@@ -407,6 +409,100 @@ class Summary {
     for (const auto& [r, s] : by)
       t.rows.push_back({std::to_string(r), ms(s.functions), ms(s.compile), ms(s.collectives), count(s.waits),
                         ms(s.wait), wall_ > 0 ? fmt("%.1f%%", 100.0 * s.wait / wall_) : "-"});
+    t.print(os);
+  }
+
+  // The pipeline stages (docs/pipeline.md): each call whose event names its
+  // schedule (args pipeline_*: this rank's stage s of S, M microbatches, R
+  // rounds; T = M R + S - 1 iterations). Its first T collective_permutes
+  // are the forward shifts, one at the start of each iteration; iteration
+  // T - 1 ends at the next collective that moves data. The backward
+  // pipeline's permutes, k per iteration when they are k T, mark its
+  // iterations the same way (in reverse time), the last ending with the
+  // last permute. An iteration is the bubble when stage s has no
+  // microbatch in it (t - s outside 0 .. M R - 1): its time is idle, as is
+  // the time waiting in the other iterations' collectives. Calls that
+  // overlapped a compile are left out.
+  void pipelines(std::ostream& os) const {
+    struct Stage {
+      int64_t stage = 0, S = 0, M = 0, R = 0, calls = 0;
+      double loop = 0, bubble = 0, wait = 0;  // µs
+    };
+    std::map<std::pair<int64_t, std::string>, Stage> by;  // (rank, function)
+    std::map<std::pair<int64_t, int64_t>, std::vector<const Event*>> threads;
+    for (const Event& e : events_)
+      if (is(e, "collective") || is(e, "wait")) threads[{e.pid, e.tid}].push_back(&e);
+    for (auto& [k, evs] : threads)
+      std::stable_sort(evs.begin(), evs.end(), [](const Event* a, const Event* b) { return a->ts < b->ts; });
+    for (const Event& f : events_) {
+      // (A call that compiled, or waited for a compile, is left out.)
+      if (!is(f, "function") || argInt(f, "pipeline_stages") < 2 || f.inner > 0) continue;
+      const int64_t s = argInt(f, "pipeline_stage"), S = argInt(f, "pipeline_stages");
+      const int64_t M = argInt(f, "pipeline_microbatches"), R = argInt(f, "pipeline_rounds"), T = M * R + S - 1;
+      const double end = f.ts + f.dur;
+      std::vector<const Event*> colls, perms, waits;
+      auto it = threads.find({f.pid, f.tid});
+      if (it == threads.end()) continue;
+      for (const Event* e : it->second) {
+        if (e->ts < f.ts || e->ts > end) continue;
+        if (is(*e, "wait")) waits.push_back(e);
+        else if (e->name != "shard_slice" && e->name != "pad_mask") colls.push_back(e);
+        if (is(*e, "collective") && e->name == "collective_permute") perms.push_back(e);
+      }
+      if ((int64_t)perms.size() < T) continue;  // the stages were not split over ranks
+      // [from, to) of each iteration, and whether it is the bubble.
+      std::vector<std::tuple<double, double, bool>> iters;
+      for (int64_t t = 0; t < T; ++t) {
+        double to = end;
+        if (t + 1 < T) {
+          to = perms[t + 1]->ts;
+        } else {
+          for (const Event* c : colls)
+            if (c->ts > perms[t]->ts && c != perms[t]) {
+              to = c->ts;
+              break;
+            }
+        }
+        iters.emplace_back(perms[t]->ts, to, !(t - s >= 0 && t - s < M * R));
+      }
+      const int64_t rest = (int64_t)perms.size() - T;
+      if (rest > 0 && rest % T == 0) {
+        const int64_t k = rest / T;
+        for (int64_t j = 0; j < T; ++j) {
+          const Event* first = perms[T + j * k];
+          const Event* last = perms[T + j * k + k - 1];
+          const double to = j + 1 < T ? perms[T + (j + 1) * k]->ts : last->ts + last->dur;
+          const int64_t t = T - 1 - j;
+          iters.emplace_back(first->ts, to, !(t - s >= 0 && t - s < M * R));
+        }
+      }
+      Stage& st = by[{f.pid, f.name}];
+      st.stage = s, st.S = S, st.M = M, st.R = R;
+      st.calls++;
+      for (const auto& [from, to, bubble] : iters) {
+        st.loop += to - from;
+        if (bubble) {
+          st.bubble += to - from;
+          continue;
+        }
+        for (const Event* w : waits)
+          if (w->ts >= from && w->ts < to) st.wait += w->dur;
+      }
+    }
+    if (by.empty()) return;
+    os << "\npipeline stages (each rank's calls of a pipelined function: loop: its pipeline iterations, forward and "
+          "backward; bubble: the iterations without a microbatch of its stage; wait: in the others' collectives; "
+          "idle: (bubble + wait) / loop; predicted: (S - 1) / (M R + S - 1))\n";
+    Table t{{"rank", "function", "stage", "S", "M", "R", "calls", "loop ms", "bubble ms", "wait ms", "idle",
+             "predicted"},
+            2};
+    for (const auto& [k, st] : by) {
+      const double predicted = (double)(st.S - 1) / (double)(st.M * st.R + st.S - 1);
+      t.rows.push_back({std::to_string(k.first), k.second, std::to_string(st.stage), std::to_string(st.S),
+                        std::to_string(st.M), std::to_string(st.R), count(st.calls), ms(st.loop), ms(st.bubble),
+                        ms(st.wait), st.loop > 0 ? fmt("%.3f", (st.bubble + st.wait) / st.loop) : "-",
+                        fmt("%.3f", predicted)});
+    }
     t.print(os);
   }
 

@@ -3,6 +3,7 @@
 // and states donated, and what it keeps of the results.
 #include "runtime/TrainingStep.h"
 
+#include "ir/Loop.h"
 #include "passes/Training.h"
 #include "runtime/Distribute.h"
 #include "support/Trace.h"
@@ -81,6 +82,7 @@ StepResult trainingStep(RankModel& model, const frontend::HostLeaf& l, const std
     if (traced) {  // a training step: its optimizer's step number and source line
       traced.arg("train_step", t);
       traced.arg("line", (int64_t)st.loc.line);
+      traceSchedule(traced, model, f);
     }
     res = model.engine->call(f, args, donated);
   } catch (const backend::RuntimeError& e) {
@@ -91,6 +93,17 @@ StepResult trainingStep(RankModel& model, const frontend::HostLeaf& l, const std
   for (size_t i = 0; i < tr.states.size(); ++i) stateOf[i]->local = res[1 + tr.params.size() + i];
   progress.stepDone(t, res[0].item(), tokens, examples);
   return {{res[0], f.resultShardings[0]}, t};
+}
+
+void traceSchedule(trace::Scope& traced, const RankModel& model, const ir::Function& f) {
+  const ir::Module& m = model.prog.module();
+  const auto pipelines = ir::findPipelines(f, m);
+  if (pipelines.empty()) return;
+  const ir::PipelineSchedule& p = pipelines[0];
+  traced.arg("pipeline_stage", p.stageOf(m, model.rank));
+  traced.arg("pipeline_stages", p.stages);
+  traced.arg("pipeline_microbatches", p.microbatches);
+  traced.arg("pipeline_rounds", p.rounds);
 }
 
 }  // namespace gsl::runtime

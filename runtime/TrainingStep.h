@@ -9,6 +9,7 @@
 #include "runtime/Batches.h"
 #include "runtime/Progress.h"
 #include "runtime/RankModel.h"
+#include "support/Trace.h"
 
 namespace gsl::runtime {
 
@@ -21,5 +22,11 @@ struct StepResult {
 // `values` (batches read), reported to `progress`. Errors throw RankError.
 StepResult trainingStep(RankModel& model, const frontend::HostLeaf& l, const std::vector<HostValue>& values,
                         Progress& progress);
+
+// Adds to a traced call of per-rank function f the schedule of its first
+// pipeline and this rank's stage (args pipeline_stage, pipeline_stages,
+// pipeline_microbatches, pipeline_rounds; docs/trace.md), from which
+// `gsl trace summary` finds each stage's bubble.
+void traceSchedule(trace::Scope& traced, const RankModel& model, const ir::Function& f);
 
 }  // namespace gsl::runtime
