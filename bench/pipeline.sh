@@ -55,7 +55,7 @@ echo "2. memory per rank at -np 4, the layer group's share (L=8 minus L=4), D=32
 for plan in "PP=1 -D DP=4" "PP=4 -D MB=4"; do
   p8=$(stats -D L=8 -D $plan | field "d['training']['param_bytes'], d['training']['optimizer_state_bytes']")
   p4=$(stats -D L=4 -D $plan | field "d['training']['param_bytes'], d['training']['optimizer_state_bytes']")
-  echo "$plan: $p8 $p4" | tr -d '(),' | awk '{printf "  %-14s 4 layers: params %d B, optimizer states %d B a rank\n", $1 " " $2 " " $3, $5 - $7, $6 - $8}'
+  echo "$plan: $p8 $p4" | tr -d '(),' | awk '{printf "  %-14s 4 layers: params %d B, optimizer states %d B a rank\n", $1 " " $2 " " $3, $4 - $6, $5 - $7}'
 done
 
 echo

@@ -150,6 +150,7 @@ std::vector<PipelineSchedule> findPipelines(const Function& f, const Module& m) 
       out.insert(out.end(), inner.begin(), inner.end());
       continue;
     }
+    if (op->attrs.has("reverse") && op->attrs.getBool("reverse")) continue;  // a backward pipeline
     PipelineSchedule p;
     p.timeLoop = op.get();
     p.microbatches = op->attrs.getInt("pipeline_microbatches");

@@ -354,8 +354,11 @@ void loopVjp(ir::GradBuilder& b, Op& loop, const std::vector<Value*>& resultAdj,
   at.set("carried", (int64_t)nbc);
   if (!L.reverse) at.set("reverse", true);
   // A loop over pipeline stages (passes/Pipelining): its backward loop runs
-  // over the same stages.
-  for (const char* k : {"stage_mesh", "stage_axes"})
+  // over the same stages. A pipeline's time loop: its backward loop is the
+  // backward pipeline, of the same microbatches and rounds (for the tools:
+  // the REPL's :cost and :spmd find both by these attributes).
+  for (const char* k :
+       {"stage_mesh", "stage_axes", "pipeline_mesh", "pipeline_axes", "pipeline_microbatches", "pipeline_rounds"})
     if (loop.attrs.has(k)) at.set(k, *loop.attrs.get(k));
   std::vector<TensorType> in, types;
   for (Value* v : operands) in.push_back(v->type);

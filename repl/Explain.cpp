@@ -529,4 +529,139 @@ std::string planTable(const passes::OpPlans& plans) {
   return os.str();
 }
 
+namespace {
+
+// The time loops of `f` (attribute pipeline_microbatches), at any depth, in
+// program order.
+void timeLoops(const ir::Function& f, std::vector<const ir::Op*>& out) {
+  for (const auto& op : f.ops)
+    if (op->body) {
+      if (op->kind == ir::OpKind::Loop && op->attrs.has("pipeline_microbatches")) out.push_back(op.get());
+      timeLoops(*op->body, out);
+    }
+}
+
+}  // namespace
+
+std::vector<PipelineLoop> pipelineLoops(const ir::Module& m, const ir::Function& global, const ir::Function& local) {
+  std::vector<const ir::Op*> g, l;
+  timeLoops(global, g);
+  timeLoops(local, l);
+  std::vector<PipelineLoop> ps;
+  for (size_t i = 0; i < l.size(); ++i) {
+    const ir::Op& loop = *l[i];
+    const ir::LoopInfo info(loop);
+    PipelineLoop p;
+    p.backward = info.reverse;
+    p.microbatches = loop.attrs.getInt("pipeline_microbatches");
+    p.rounds = loop.attrs.has("pipeline_rounds") ? loop.attrs.getInt("pipeline_rounds") : 1;
+    p.trip = info.trip;
+    p.stages = p.trip - p.microbatches * p.rounds + 1;
+    // The global loop's stage loop: the stage axes and the layer loop.
+    std::string stageMesh;
+    std::vector<int64_t> stageAxes;
+    bool paired = false;
+    if (g.size() == l.size())
+      for (const auto& op : g[i]->body->ops) {
+        if (op->kind != ir::OpKind::Loop || !op->attrs.has("stage_mesh")) continue;
+        paired = true;
+        stageMesh = op->attrs.getString("stage_mesh");
+        stageAxes = op->attrs.getInts("stage_axes");
+        if (const ir::Mesh* mesh = m.findMesh(stageMesh)) {
+          std::string names;
+          for (size_t k = 0; k < stageAxes.size(); ++k)
+            if (stageAxes[k] >= 0 && stageAxes[k] < (int64_t)mesh->axes.size())
+              names += (k ? ", " : "") + mesh->axes[stageAxes[k]].name;
+          p.stageAxes = (stageAxes.size() == 1 ? "axis " : "axes ") + names + " of mesh " + stageMesh;
+        }
+        for (const auto& inner : op->body->ops)
+          if (inner->kind == ir::OpKind::Loop) {
+            p.layers = ir::LoopInfo(*inner).trip;
+            break;
+          }
+        break;
+      }
+    // The shifts: in the per-rank body, before or after its stage loop.
+    bool sameType = true, beforeStages = true;
+    for (const auto& op : loop.body->ops) {
+      if (op->kind == ir::OpKind::Loop) beforeStages = false;
+      if (op->kind != ir::OpKind::CollectivePermute && op->kind != ir::OpKind::AllGather) continue;
+      if (paired && (op->attrs.getString("mesh") != stageMesh || op->attrs.getInts("axes") != stageAxes)) continue;
+      const ir::TensorType& t = op->operands[0]->type;
+      if (p.shifts == 0) p.shiftType = t.str();
+      sameType &= p.shiftType == t.str();
+      ++p.shifts;
+      ++(beforeStages ? p.before : p.after)[op->info().mnemonic];
+      const uint64_t n = op->attrs.has("n") ? (uint64_t)op->attrs.getInt("n") : 1;
+      p.shiftBytes += op->info().volume(n, (uint64_t)t.byteSize());
+    }
+    if (!sameType) p.shiftType.clear();
+    ps.push_back(std::move(p));
+  }
+  return ps;
+}
+
+std::string pipelineText(const std::vector<PipelineLoop>& ps, const std::string& per, const std::string& prefix) {
+  if (ps.empty()) return "";
+  auto kindList = [](const std::map<std::string, int64_t>& kinds) {
+    std::string s;
+    for (const auto& [k, n] : kinds) s += (s.empty() ? "" : ", ") + std::to_string(n) + " " + k;
+    return s;
+  };
+  std::ostringstream os;
+  os << prefix << "pipeline (passes/Pipelining), per rank; shifts: the collectives of a time loop's own body that "
+               "move rows between stages, bytes as one rank sends them:\n";
+  const PipelineLoop* shown = nullptr;    // the schedule last described
+  const PipelineLoop* forward = nullptr;  // the last forward time loop
+  uint64_t total = 0;
+  std::map<std::string, int64_t> kinds;
+  std::vector<std::string> parts;
+  for (const PipelineLoop& p : ps) {
+    if (!shown || p.stages != shown->stages || p.microbatches != shown->microbatches || p.rounds != shown->rounds ||
+        p.stageAxes != shown->stageAxes) {
+      const int64_t S = p.stages, M = p.microbatches, R = p.rounds, T = p.trip;
+      os << prefix << "  stages S = " << S;
+      if (!p.stageAxes.empty()) os << " (" << p.stageAxes << ")";
+      os << ", microbatches M = " << M << ", rounds R = " << R << ": M*R + S - 1 = " << T << " iterations";
+      const int64_t layers = p.layers ? p.layers : (forward ? forward->layers : 0);
+      if (layers) os << ", " << layers << (layers == 1 ? " layer" : " layers") << " per stage per round";
+      char frac[32];
+      std::snprintf(frac, sizeof frac, "%.2f", T > 0 ? (double)(S - 1) / (double)T : 0.0);
+      os << "\n"
+         << prefix << "  predicted bubble fraction (S - 1)/(M*R + S - 1) = " << (S - 1) << "/" << T << " = " << frac
+         << "\n";
+      shown = &p;
+    }
+    os << prefix << "  " << (p.backward ? "backward" : "forward") << " time loop, per iteration: ";
+    if (p.shifts == 0) {
+      os << "no shift\n";
+    } else {
+      // Before the stage loop and after it: which is which when both.
+      const bool both = !p.before.empty() && !p.after.empty();
+      os << kindList(p.before);
+      if (both) os << " (" << (p.backward ? "the forward shift recomputed" : "the state's shift") << ") + ";
+      os << kindList(p.after);
+      if (both)
+        os << " (" << (p.backward ? "the gradients' shift back" : "the last stage's row back to the waiting microbatches")
+           << ")";
+      if (!p.shiftType.empty()) os << (both ? ", each of " : " of ") << p.shiftType;
+      os << ", " << bytes(p.shiftBytes) << "; x " << p.trip << " iterations = " << bytes(p.shiftBytes * (uint64_t)p.trip)
+         << "\n";
+    }
+    total += p.shiftBytes * (uint64_t)p.trip;
+    for (const auto* side : {&p.before, &p.after})
+      for (const auto& [k, n] : *side) kinds[k] += n * p.trip;
+    parts.push_back((p.backward ? "backward " : "forward ") + bytes(p.shiftBytes * (uint64_t)p.trip));
+    if (!p.backward) forward = &p;
+  }
+  os << prefix << "  shifts per " << per << ": " << (kinds.empty() ? "none" : kindList(kinds)) << ", " << bytes(total);
+  if (parts.size() > 1) {
+    os << " (";
+    for (size_t k = 0; k < parts.size(); ++k) os << (k ? " + " : "") << parts[k];
+    os << ")";
+  }
+  os << "\n";
+  return os.str();
+}
+
 }  // namespace gsl::repl

@@ -3,6 +3,7 @@
 // on the devices (:show), and cost tables with a simple machine model
 // (:cost, :try).
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,6 +75,49 @@ double collectiveSeconds(const passes::Cost& c);
 
 // A table of one or more costs side by side (columns headed by `heads`).
 std::string costTable(const std::vector<const passes::Cost*>& costs, const std::vector<std::string>& heads);
+
+// A pipeline's time loop (passes/Pipelining: the loop that carries the
+// stages' state, attributes pipeline_microbatches and pipeline_rounds; its
+// backward loop, autodiff's, has them too and `reverse`), as :cost and
+// :spmd report it. The schedule's numbers come from the per-rank program's
+// loop; the stage axes and the layers per stage from the global program's
+// stage loop (attributes stage_mesh, stage_axes), which partitioning drops.
+struct PipelineLoop {
+  bool backward = false;
+  int64_t stages = 0;        // S = trip - M*R + 1
+  int64_t microbatches = 0;  // M
+  int64_t rounds = 0;        // R
+  int64_t trip = 0;          // M*R + S - 1
+  std::string stageAxes;     // "axis stage of mesh m" ("" when the global loop is not found)
+  int64_t layers = 0;        // per stage per round: the stage loop's layer loop's trip (0: not found)
+  // The shifts, per iteration: the collectives of the time loop's own body
+  // (not of the loops in it) that move rows between stages over the stage
+  // axes: the state's collective_permute, and in rounds the all_gather of
+  // the last stage's row. Bytes: what one rank sends, by the cost
+  // model's rule (collective_permute B, all_gather (n-1) B; B = the
+  // operand, one rank's block).
+  int64_t shifts = 0;
+  uint64_t shiftBytes = 0;
+  std::string shiftType;  // the operands' type, when they all have one
+  // Mnemonic -> how many, before the stage loop (the state's shift; in a
+  // backward loop the forward shift, recomputed) and after it (in rounds
+  // the last stage's row back to the waiting microbatches; in a backward
+  // loop the gradients' shift back).
+  std::map<std::string, int64_t> before, after;
+};
+
+// The pipeline time loops of per-rank program `local` (at any depth, in
+// program order), paired by order with those of `global`, the function it
+// was partitioned from.
+std::vector<PipelineLoop> pipelineLoops(const ir::Module& m, const ir::Function& global, const ir::Function& local);
+
+// :cost's and :spmd's "pipeline" section: per distinct schedule the stages,
+// microbatches, rounds, iterations, layers per stage per round and the
+// predicted bubble fraction (S - 1)/(M*R + S - 1); per time loop its shifts
+// per iteration and in all its iterations; their total per call (`per`:
+// "step" for a training step, else "call"). Each line starts with `prefix`
+// ("" or "# "). "" when `ps` is empty.
+std::string pipelineText(const std::vector<PipelineLoop>& ps, const std::string& per, const std::string& prefix);
 
 // :plans: the candidate plans of one op, one row each (operand layouts,
 // result layout with pending partial sums, bytes sent, FLOPs, memory per

@@ -89,6 +89,7 @@ void Session::spmd(const std::string& fn) {
     }
     out_ << "\n";
   }
+  out_ << pipelineText(pipelineLoops(mod, *p.global, *local), p.global->train ? "step" : "call", "# ");
 }
 
 void Session::cost(const std::string& fn) {
@@ -116,6 +117,8 @@ void Session::cost(const std::string& fn) {
          << " B, optimizer states " << thousands(states) << " B (weight-update sharding "
          << (mod.updateSharding ? "on" : "off") << ")\n";
   }
+  // Its pipelines: schedule, shifts, bubble.
+  out_ << pipelineText(pipelineLoops(mod, *f, *local), f->train ? "step" : "call", "");
   // Its loops: the totals above count each body once per iteration.
   std::vector<const ir::Op*> loops, named;
   collectLoops(*local, loops);

@@ -207,6 +207,38 @@ TEST_CASE("repl: :spmd marks and counts the collectives of the per-rank program"
   CHECK(has(out, "# collectives: " + std::to_string(reduces) + " all_reduce\n"));
 }
 
+TEST_CASE("repl: :cost and :spmd show a pipeline's stages, microbatches, shifts and bubble") {
+  // tests/repl/pipeline_train.gsl: 8 layers over S = 4 stages, M = 4
+  // microbatches; per rank the state's row is f32[1, 2, 16] (128 B).
+  const std::string file = std::string(GSL_SOURCE_DIR) + "/tests/repl/pipeline_train.gsl";
+  const std::string schedule =
+      "stages S = 4 (axis stage of mesh m), microbatches M = 4, rounds R = 1: M*R + S - 1 = 7 iterations, "
+      "2 layers per stage per round\n";
+  const std::string bubble = "predicted bubble fraction (S - 1)/(M*R + S - 1) = 3/7 = 0.43\n";
+  const std::string fwd = "forward time loop, per iteration: 1 collective_permute of f32[1, 2, 16], 128 B; x 7 iterations = 896 B\n";
+  // The training step: the forward and the backward pipeline (the shift
+  // recomputed, the gradients' shift back); the same text in :cost and :spmd.
+  const std::string step = session(":cost step\n:spmd step\n", file);
+  CHECK(count(step, "  " + schedule) == 2);
+  CHECK(count(step, "  " + bubble) == 2);
+  CHECK(count(step, "  " + fwd) == 2);
+  CHECK(count(step,
+              "  backward time loop, per iteration: 1 collective_permute (the forward shift recomputed) + 1 "
+              "collective_permute (the gradients' shift back), each of f32[1, 2, 16], 256 B; x 7 iterations = 1,792 B\n") == 2);
+  CHECK(count(step, "  shifts per step: 21 collective_permute, 2,688 B (forward 896 B + backward 1,792 B)\n") == 2);
+  CHECK(has(step, "\n#   " + bubble));  // :spmd's lines are comments
+  // A function: its forward pipeline only; in rounds, R = 2 and the last
+  // stage's row going back to the waiting microbatches.
+  const std::string fn = session(":spmd loss\n:cost circular\n", file);
+  CHECK(has(fn, "\n#   " + schedule + "#   " + bubble + "#   " + fwd + "#   shifts per call: 7 collective_permute, 896 B\n"));
+  CHECK(has(fn,
+            "\n  stages S = 4 (axis stage of mesh m), microbatches M = 4, rounds R = 2: M*R + S - 1 = 11 iterations, "
+            "1 layer per stage per round\n"
+            "  predicted bubble fraction (S - 1)/(M*R + S - 1) = 3/11 = 0.27\n"));
+  // Not pipelined: no section.
+  CHECK(!has(session(":cost mlp\n:spmd mlp\n", mlpPath()), "pipeline ("));
+}
+
 TEST_CASE("repl: lexical helpers") {
   using namespace gsl::repl;
   CHECK(openBrackets("fn f(x: f32[4]) -> f32[4] {") == 1);
