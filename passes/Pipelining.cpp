@@ -99,14 +99,27 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
     timeInv.push_back(w);
   }
   // Carried: the stages' state [S, b, ...]; in rounds also the microbatches
-  // waiting for stage 0 [M, b, ...] (the inputs, then the last stage's outputs).
+  // waiting for stage 0, [M + 1, S, b, ...]: slot m holds microbatch m in
+  // column 0 (the inputs, then the last stage's rows), slot M takes what the
+  // rotation brings before the pipe is full. A column per stage keeps the
+  // slots split over the stages like the state: the rotation's row 0 goes
+  // into them, and stage 0 reads its column, with no communication.
   std::vector<Value*> timeOperands;
-  for (size_t c = 0; c < C; ++c) {
-    Shape s{S};
-    s.insert(s.end(), xs[c]->type.shape.begin() + 1, xs[c]->type.shape.end());  // [S, b, ...]
-    timeOperands.push_back(g.constant(0.0, xs[c]->type.dtype, s));
-  }
-  if (circular) timeOperands.insert(timeOperands.end(), xs.begin(), xs.end());
+  const Shape row(xs[0]->type.shape.begin() + 1, xs[0]->type.shape.end());  // [b, ...]
+  auto withLead = [](Shape lead, const Shape& rest) {
+    lead.insert(lead.end(), rest.begin(), rest.end());
+    return lead;
+  };
+  for (size_t c = 0; c < C; ++c)
+    timeOperands.push_back(g.constant(0.0, xs[c]->type.dtype, withLead({S}, row)));  // [S, b, ...]
+  if (circular)
+    for (size_t c = 0; c < C; ++c) {
+      AttrMap cat;
+      cat.set("axis", (int64_t)0);
+      Value* cols = g.broadcast(g.reshape(xs[c], withLead({M, 1}, row)), withLead({M, S}, row));
+      timeOperands.push_back(
+          g.op(OpKind::Concat, {cols, g.constant(0.0, xs[c]->type.dtype, withLead({1, S}, row))}, cat));
+    }
   const size_t timeCarried = timeOperands.size();
   timeOperands.insert(timeOperands.end(), timeInv.begin(), timeInv.end());
 
@@ -116,28 +129,49 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
   Value* t = tb->addArg({DType::I32, {}});
   std::vector<Value*> state, waiting, xsArg, invArg;
   for (size_t c = 0; c < C; ++c) state.push_back(tb->addArg(timeOperands[c]->type));
-  for (size_t c = 0; c < C; ++c) (circular ? waiting : xsArg).push_back(tb->addArg(xs[c]->type));
+  for (size_t c = 0; c < C; ++c)
+    (circular ? waiting : xsArg).push_back(tb->addArg(circular ? timeOperands[C + c]->type : xs[c]->type));
   const size_t invBase = timeOperands.size() - inv.size();
   for (size_t j = 0; j < inv.size(); ++j) invArg.push_back(tb->addArg(timeOperands[invBase + j]->type));
   GradBuilder tg(*tb);
   tg.setLoc(loc);
   auto i32 = [&](int64_t v) { return tg.constant((double)v, DType::I32); };
+  auto slice0 = [&](GradBuilder& b, Value* v, int64_t start, int64_t end) {
+    AttrMap sl;
+    sl.set("axis", (int64_t)0);
+    sl.set("start", start);
+    sl.set("end", end);
+    return b.op(OpKind::Slice, {v}, sl);
+  };
+  auto concat0 = [&](GradBuilder& b, Value* u, Value* v) {
+    AttrMap cat;
+    cat.set("axis", (int64_t)0);
+    return b.op(OpKind::Concat, {u, v}, cat);
+  };
+  // In rounds the state rotates (row 0 gets the last stage's row, one
+  // collective_permute), and that row goes to the slot of its microbatch,
+  // t - S mod M (slot M before iteration S); stage 0 then takes slot t mod M.
+  Value* slot = nullptr;
+  if (circular)
+    slot = tg.where(tg.op(OpKind::Ge, {t, i32(S)}), tg.op(OpKind::Mod, {tg.op(OpKind::Sub, {t, i32(S)}), i32(M)}), i32(M));
   // Stage 0's next microbatch: microbatch t (the last one again in the
   // drain), or in rounds slot t mod M of the waiting ones.
   Value* tc = circular ? tg.op(OpKind::Mod, {t, i32(M)}) : tg.op(OpKind::Minimum, {t, i32(M - 1)});
-  std::vector<Value*> stageIn;
+  std::vector<Value*> stageIn, waitingOut;
   for (size_t c = 0; c < C; ++c) {
     const TensorType& st = state[c]->type;
-    Value* in = tg.op(OpKind::DynamicIndex, {circular ? waiting[c] : xsArg[c], tc});  // [b, ...]
-    AttrMap sl;
-    sl.set("axis", (int64_t)0);
-    sl.set("start", (int64_t)0);
-    sl.set("end", S - 1);
-    Shape one = st.shape;
-    one[0] = 1;
-    AttrMap cat;
-    cat.set("axis", (int64_t)0);
-    Value* shifted = tg.op(OpKind::Concat, {tg.constant(0.0, st.dtype, one), tg.op(OpKind::Slice, {state[c]}, sl)}, cat);
+    Value* shifted;
+    Value* in;  // [b, ...], or in rounds [S, b, ...] (stage 0's column is row 0)
+    if (circular) {
+      shifted = concat0(tg, slice0(tg, state[c], S - 1, S), slice0(tg, state[c], 0, S - 1));
+      waitingOut.push_back(tg.op(OpKind::DynamicUpdate, {waiting[c], shifted, slot}));
+      in = tg.op(OpKind::DynamicIndex, {waitingOut.back(), tc});
+    } else {
+      Shape one = st.shape;
+      one[0] = 1;
+      shifted = concat0(tg, tg.constant(0.0, st.dtype, one), slice0(tg, state[c], 0, S - 1));
+      in = tg.op(OpKind::DynamicIndex, {xsArg[c], tc});
+    }
     Shape rowShape(st.rank(), 1);
     rowShape[0] = S;
     AttrMap io;
@@ -194,18 +228,7 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
   Op* stages = appendLoop(*tb, stageOperands, sat, std::move(sb), loc);
   for (size_t c = 0; c < C; ++c) tb->results.push_back(stages->results[1 + c]);
   if (circular) {
-    // The last stage's row goes to the waiting slot of its microbatch,
-    // (t - S + 1) mod M (slot 0 while the pipe fills: read, not yet due).
-    Value* slot = tg.op(OpKind::Mod, {tg.op(OpKind::Maximum, {tg.op(OpKind::Sub, {t, i32(S - 1)}), i32(0)}), i32(M)});
-    for (size_t c = 0; c < C; ++c) {
-      AttrMap a;
-      a.set("axis", (int64_t)0);
-      a.set("start", S - 1);
-      a.set("end", S);
-      const Shape row(xs[c]->type.shape.begin() + 1, xs[c]->type.shape.end());
-      Value* last = tg.reshape(tg.op(OpKind::Slice, {stages->results[1 + c]}, a), row);
-      tb->results.push_back(tg.op(OpKind::DynamicUpdate, {waiting[c], last, slot}));
-    }
+    for (Value* w : waitingOut) tb->results.push_back(w);
   } else {
     for (size_t c = 0; c < C; ++c) tb->results.push_back(stages->results[1 + c]);
   }
@@ -223,7 +246,16 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
   std::vector<Value*> outs;
   for (size_t c = 0; c < C; ++c) {
     if (circular) {
-      outs.push_back(g.reshape(time->results[C + c], mb.results[1 + c]->type.shape));
+      // The last iteration's row of the last stage goes to its slot (M - 1)
+      // as the next iteration would; the microbatches are column 0.
+      Value* st = time->results[c];
+      Value* w = g.op(OpKind::DynamicUpdate, {time->results[C + c], concat0(g, slice0(g, st, S - 1, S), slice0(g, st, 0, S - 1)),
+                                             g.constant((double)(M - 1), DType::I32)});
+      AttrMap a1;
+      a1.set("axis", (int64_t)1);
+      a1.set("start", (int64_t)0);
+      a1.set("end", (int64_t)1);
+      outs.push_back(g.reshape(g.op(OpKind::Slice, {slice0(g, w, 0, M)}, a1), mb.results[1 + c]->type.shape));
       continue;
     }
     Value* z = time->results[C + c];  // [T, S, b, ...]
