@@ -100,9 +100,9 @@ struct PipelineLoop {
   uint64_t shiftBytes = 0;
   std::string shiftType;  // the operands' type, when they all have one
   // Mnemonic -> how many, before the stage loop (the state's shift; in a
-  // backward loop the forward shift, recomputed) and after it (in rounds
-  // the last stage's row back to the waiting microbatches; in a backward
-  // loop the gradients' shift back).
+  // backward loop the forward shift, recomputed) and after it (in a
+  // backward loop the gradients' shift back; any other collective there is
+  // counted and named too).
   std::map<std::string, int64_t> before, after;
 };
 
