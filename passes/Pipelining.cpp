@@ -105,15 +105,16 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
   // slots split over the stages like the state: the rotation's row 0 goes
   // into them, and stage 0 reads its column, with no communication.
   std::vector<Value*> timeOperands;
-  const Shape row(xs[0]->type.shape.begin() + 1, xs[0]->type.shape.end());  // [b, ...]
+  auto rowOf = [&](size_t c) { return Shape(xs[c]->type.shape.begin() + 1, xs[c]->type.shape.end()); };  // [b, ...]
   auto withLead = [](Shape lead, const Shape& rest) {
     lead.insert(lead.end(), rest.begin(), rest.end());
     return lead;
   };
   for (size_t c = 0; c < C; ++c)
-    timeOperands.push_back(g.constant(0.0, xs[c]->type.dtype, withLead({S}, row)));  // [S, b, ...]
+    timeOperands.push_back(g.constant(0.0, xs[c]->type.dtype, withLead({S}, rowOf(c))));  // [S, b, ...]
   if (circular)
     for (size_t c = 0; c < C; ++c) {
+      const Shape row = rowOf(c);
       AttrMap cat;
       cat.set("axis", (int64_t)0);
       Value* cols = g.broadcast(g.reshape(xs[c], withLead({M, 1}, row)), withLead({M, S}, row));
