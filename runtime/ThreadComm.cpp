@@ -112,6 +112,11 @@ struct ThreadWorld::Rendezvous {
     seq = s;
     if (calls.size() < g.size()) calls.resize(g.size());  // never shrunk: the calls keep their buffers
     posts.assign(g.size(), nullptr);
+    if (sentCap < g.size()) {
+      sent.reset(new std::atomic<int>[g.size()]);
+      sentCap = g.size();
+    }
+    for (size_t m = 0; m < g.size(); ++m) sent[m].store(kUnposted);
     posted = 0;
     complete.store(false);
     mismatch.clear();
@@ -119,7 +124,17 @@ struct ThreadWorld::Rendezvous {
     done.store(0);
     refs.store(0);
     open = true;
+    recycled = false;
+    sourceWaiters = 0;
   }
+  // A member's block, as its collective_permute receiver sees it (sent[m]).
+  enum : int {
+    kUnposted = 0,  // member m has not posted
+    kPosted,        // a direct collective_permute block, waiting for its receiver
+    kClaimed,       // its receiver is copying it
+    kDone,          // nothing to wait for: staged, its own block, another kind of call, or copied
+    kWithdrawn,     // its sender left (the world failed, or the group's calls mismatch)
+  };
   std::vector<int> group;
   uint64_t seq = 0;
   std::vector<Call> calls;         // by member index (at least group.size()), kept here so peers may read them after a member left
@@ -132,6 +147,12 @@ struct ThreadWorld::Rendezvous {
   std::atomic<size_t> done{0};        // members finished reading
   std::atomic<int> refs{0};           // members inside collective() with it
   bool open = true;                   // in the world's open_ (guarded by mu_)
+  bool recycled = false;              // in the world's free_ (guarded by mu_)
+  int sourceWaiters = 0;              // members blocked for a collective_permute source's post (mu_)
+  // Per member (the first group.size()): its block's state (k* above),
+  // changed under the world's mu_ and read by spinning receivers.
+  std::unique_ptr<std::atomic<int>[]> sent;
+  size_t sentCap = 0;
   // Parking: a waiter that stops spinning sleeps on cv under m; wake()
   // notifies only when someone sleeps.
   std::mutex m;
@@ -195,7 +216,7 @@ bool ThreadWorld::await(Rendezvous& r, Ready ready, Stop stop) {
   return ok;
 }
 
-ThreadWorld::ThreadWorld(int size) : size_(size), waitingIn_(size, nullptr), finished_(size, false) {
+ThreadWorld::ThreadWorld(int size) : size_(size), waitingIn_(size), finished_(size, false) {
   if (size < 1) throw CommError("thread world needs at least one rank, got " + std::to_string(size));
 }
 
@@ -213,6 +234,26 @@ void ThreadWorld::failLocked(const std::string& msg) {
   failure_ = msg;
   failedFlag_.store(true);
   for (Rendezvous* r : open_) wake(*r);
+  // A collective_permute may wait in a rendezvous already complete.
+  for (const Waiting& w : waitingIn_)
+    if (w.r && !w.r->open) wake(*w.r);
+  fibers::progress();
+}
+
+void ThreadWorld::blockLocked(int rank, Rendezvous* r, WaitFor what, int peer) {
+  unblockLocked(rank);
+  ++waiting_;
+  if (what == WaitFor::Source) ++r->sourceWaiters;
+  waitingIn_[rank] = {r, what, peer};
+  checkDeadlockLocked();
+}
+
+void ThreadWorld::unblockLocked(int rank) {
+  Waiting& w = waitingIn_[rank];
+  if (!w.r) return;
+  if (w.what == WaitFor::Source) --w.r->sourceWaiters;
+  w = Waiting{};
+  --waiting_;
 }
 
 void ThreadWorld::abort(int rank, const std::string& why) {
@@ -247,11 +288,15 @@ void ThreadWorld::checkDeadlockLocked() {
       msg += " ...";
       break;
     }
-    const Rendezvous* rv = waitingIn_[r];
+    const Waiting& w = waitingIn_[r];
+    const Rendezvous* rv = w.r;
     if (!rv) continue;
     size_t idx = (size_t)(std::find(rv->group.begin(), rv->group.end(), r) - rv->group.begin());
-    msg += std::string(listed ? ";" : "") + " rank " + std::to_string(r) + " waits in " + rv->posts[idx]->str() +
-           " over ranks " + groupStr(rv->group);
+    std::string what = w.what == WaitFor::Source  ? " for rank " + std::to_string(w.peer) + "'s block"
+                       : w.what == WaitFor::Taken ? " for rank " + std::to_string(w.peer) + " to take its block"
+                                                  : "";
+    msg += std::string(listed ? ";" : "") + " rank " + std::to_string(r) + " waits" + what + " in " +
+           rv->posts[idx]->str() + " over ranks " + groupStr(rv->group);
     ++listed;
   }
   std::string fin;
@@ -266,20 +311,67 @@ namespace {
 // Step 2 of a collective: the member that posts last compares everyone
 // against member 0, once, and every member reports the same mismatch (""
 // if the calls match).
+// Whether members i < j made the same call ("" if so).
+std::string mismatchBetween(const std::vector<int>& group, size_t i, const ThreadWorld::Call& a, size_t j,
+                            const ThreadWorld::Call& b) {
+  if (a.kind == b.kind && a.bytes == b.bytes && a.detail == b.detail) return "";
+  bool onlyDetail = a.kind == b.kind && a.bytes == b.bytes;
+  return "collective mismatch: rank " + std::to_string(group[i]) + " called " + a.str() +
+         (onlyDetail ? " (" + a.detail + ")" : "") + " but rank " + std::to_string(group[j]) + " called " + b.str() +
+         (onlyDetail ? " (" + b.detail + ")" : "");
+}
+
 std::string mismatchOf(const std::vector<int>& group, const std::vector<const ThreadWorld::Call*>& posts) {
-  for (size_t m = 1; m < group.size(); ++m) {
-    const ThreadWorld::Call& a = *posts[0];
-    const ThreadWorld::Call& b = *posts[m];
-    if (a.kind == b.kind && a.bytes == b.bytes && a.detail == b.detail) continue;
-    bool onlyDetail = a.kind == b.kind && a.bytes == b.bytes;
-    return "collective mismatch: rank " + std::to_string(group[0]) + " called " + a.str() +
-           (onlyDetail ? " (" + a.detail + ")" : "") + " but rank " + std::to_string(group[m]) + " called " +
-           b.str() + (onlyDetail ? " (" + b.detail + ")" : "");
-  }
+  for (size_t m = 1; m < group.size(); ++m)
+    if (std::string e = mismatchBetween(group, 0, *posts[0], m, *posts[m]); !e.empty()) return e;
   return "";
 }
 
 }  // namespace
+
+ThreadWorld::Rendezvous* ThreadWorld::enter(const std::vector<int>& group, uint64_t seq) {
+  std::lock_guard<SpinMutex> lock(mu_);
+  if (failedFlag_) throwFailure();
+  for (Rendezvous* o : open_)
+    if (o->seq == seq && o->group == group) {
+      ++o->refs;
+      return o;
+    }
+  if (free_.empty()) {
+    owned_.push_back(std::make_unique<Rendezvous>());
+    free_.push_back(owned_.back().get());
+  }
+  Rendezvous* r = free_.back();
+  free_.pop_back();
+  r->reset(group, seq);
+  open_.push_back(r);
+  ++r->refs;
+  return r;
+}
+
+void ThreadWorld::release(Rendezvous* r) {
+  if (r->refs.fetch_sub(1) != 1) return;
+  // The last holder out: a complete rendezvous is free for reuse (one still
+  // open belongs to a failed world, or waits for members of a
+  // collective_permute whose senders left). Re-checked under the lock: a
+  // permute's sender may leave an open rendezvous that a later member
+  // enters, completes and frees before this holder gets the lock.
+  std::lock_guard<SpinMutex> lock(mu_);
+  if (!r->open && !r->recycled && r->refs.load() == 0) {
+    r->recycled = true;
+    free_.push_back(r);
+  }
+}
+
+void ThreadWorld::closeLocked(Rendezvous* r) {
+  open_.erase(std::find(open_.begin(), open_.end(), r));
+  r->open = false;
+  for (int m : r->group)
+    if (waitingIn_[m].r == r && waitingIn_[m].what == WaitFor::All) unblockLocked(m);
+  // One member checks the calls (O(n)) before any is released; every
+  // member reports what it found.
+  r->mismatch = mismatchOf(r->group, r->posts);
+}
 
 void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t seq, Call call, Mode mode,
                              const Body& body, const Combine& combine) {
@@ -289,37 +381,11 @@ void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t s
 
   // 1. Find (or open) the rendezvous of this call, and hold it: a
   // rendezvous is recycled once every member left it and it is complete.
-  Rendezvous* r = nullptr;
-  {
-    std::lock_guard<SpinMutex> lock(mu_);
-    if (failedFlag_) throwFailure();
-    for (Rendezvous* o : open_)
-      if (o->seq == seq && o->group == group) {
-        r = o;
-        break;
-      }
-    if (!r) {
-      if (free_.empty()) {
-        owned_.push_back(std::make_unique<Rendezvous>());
-        free_.push_back(owned_.back().get());
-      }
-      r = free_.back();
-      free_.pop_back();
-      r->reset(group, seq);
-      open_.push_back(r);
-    }
-    ++r->refs;
-  }
+  Rendezvous* r = enter(group, seq);
   struct Release {
     ThreadWorld& w;
     Rendezvous* r;
-    ~Release() {
-      if (r->refs.fetch_sub(1) != 1) return;
-      // The last member out: a complete rendezvous is free for reuse (one
-      // still open belongs to a failed world; it is never completed).
-      std::lock_guard<SpinMutex> lock(w.mu_);
-      if (!r->open) w.free_.push_back(r);
-    }
+    ~Release() { w.release(r); }
   } release{*this, r};
 
   // This member's call: no peer reads calls[me] before posts[me] is set.
@@ -342,20 +408,17 @@ void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t s
     std::lock_guard<SpinMutex> lock(mu_);
     if (failedFlag_) throwFailure();
     r->posts[me] = &c;
+    r->sent[me].store(Rendezvous::kDone);  // a collective_permute member whose source this is: a mismatch
+    if (r->sourceWaiters)  // a collective_permute member whose source is this rank is released
+      for (int m : group)
+        if (waitingIn_[m].r == r && waitingIn_[m].what == WaitFor::Source && waitingIn_[m].peer == rank)
+          unblockLocked(m);
     if (++r->posted == n) {
       last = true;
-      waiting_ -= (int)(n - 1);
-      for (int m : group) waitingIn_[m] = nullptr;
-      open_.erase(std::find(open_.begin(), open_.end(), r));
-      r->open = false;
-      // One member checks the calls (O(n)) before any is released; every
-      // member reports what it found.
-      r->mismatch = mismatchOf(group, r->posts);
+      closeLocked(r);
       if (!combine) r->complete.store(true);  // else once combined, below
     } else {
-      ++waiting_;
-      waitingIn_[rank] = r;
-      checkDeadlockLocked();
+      blockLocked(rank, r, WaitFor::All, -1);
     }
   }
   const Call& mine = *r->posts[me];
@@ -380,7 +443,10 @@ void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t s
     // peers may be reading this rank's buffers.
     if (!await(*r, [&] { return r->complete.load(); }, [&] { return failedFlag_.load(); })) {
       std::lock_guard<SpinMutex> lock(mu_);
-      if (!r->complete.load()) throwFailure();
+      if (!r->complete.load()) {
+        unblockLocked(rank);
+        throwFailure();
+      }
     }
     if (trace::current) trace::record("wait", "wait " + mine.kind, waitStart, trace::nowNs());
   }
@@ -409,6 +475,145 @@ void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t s
   }
   if (!mismatch.empty()) throw CommError(mismatch);
   if (err) std::rethrow_exception(err);
+}
+
+void ThreadWorld::permute(int rank, const std::vector<int>& group, uint64_t seq, Call call, Mode mode, size_t from,
+                          size_t to, void* recv) {
+  using R = Rendezvous;
+  const size_t n = group.size();
+  const size_t me = (size_t)(std::find(group.begin(), group.end(), rank) - group.begin());
+  const bool self = from == me;  // then to == me too
+  const uint64_t bytes = call.bytes;
+  const void* const send = call.send;
+
+  // 1. Find (or open) the rendezvous of (group, seq), shared with whatever
+  // the other members called there, and hold it while reading from it.
+  Rendezvous* r = enter(group, seq);
+  struct Release {
+    ThreadWorld& w;
+    Rendezvous* r;
+    ~Release() { w.release(r); }
+  } release{*this, r};
+
+  // This member's call. Staged: the copy its receiver reads, kept by the
+  // rendezvous, so this member may return before the receiver arrives.
+  Call& c = r->calls[me];
+  c.kind = std::move(call.kind);
+  c.bytes = bytes;
+  c.detail = std::move(call.detail);
+  c.recv = nullptr;
+  c.send = send;
+  if (!self && mode == Mode::Staged && bytes && send) {
+    c.staged.assign(static_cast<const char*>(send), static_cast<const char*>(send) + bytes);
+    c.send = c.staged.data();
+  }
+
+  // 2. Post, releasing the member (if any) that waits for this block. The
+  // member that posts last checks the whole group's calls: with a mismatch
+  // it withdraws its block and throws (members gone already see the world
+  // fail); members of other kinds waiting for every post are released.
+  std::string groupMismatch;
+  bool sourceWait = false;
+  {
+    std::lock_guard<SpinMutex> lock(mu_);
+    if (failedFlag_) throwFailure();
+    r->posts[me] = &c;
+    const bool last = ++r->posted == n;
+    if (last) {
+      closeLocked(r);
+      groupMismatch = r->mismatch;
+    }
+    r->sent[me].store(!groupMismatch.empty()            ? R::kWithdrawn
+                      : (!self && mode == Mode::Direct) ? R::kPosted
+                                                        : R::kDone);
+    if (r->sourceWaiters)  // a collective_permute member whose source is this rank is released
+      for (int m : group)
+        if (waitingIn_[m].r == r && waitingIn_[m].what == WaitFor::Source && waitingIn_[m].peer == rank)
+          unblockLocked(m);
+    if (last) r->complete.store(true);
+    if (groupMismatch.empty() && !self && r->sent[from].load() == R::kUnposted) {
+      sourceWait = true;
+      blockLocked(rank, r, WaitFor::Source, group[from]);
+    }
+  }
+  wake(*r);
+  if (!groupMismatch.empty()) throw CommError(groupMismatch);
+  if (self) {  // its own block; nobody else reads it
+    if (bytes && send != recv) std::memmove(recv, send, bytes);
+    return;
+  }
+
+  // 3. Wait for the source's post only. --trace: the time blocked here.
+  const int64_t waitStart = trace::current ? trace::nowNs() : 0;
+  if (!await(*r, [&] { return r->sent[from].load() != R::kUnposted; }, [&] { return failedFlag_.load(); })) {
+    std::lock_guard<SpinMutex> lock(mu_);
+    if (r->sent[from].load() == R::kUnposted) {
+      unblockLocked(rank);
+      throwFailure();
+    }
+  }
+  if (sourceWait && trace::current) trace::record("wait", "wait " + c.kind, waitStart, trace::nowNs());
+
+  // 4. Check the source's call against this one (a mismatch moves nothing
+  // and leaves the source's block alone: a direct sender is released by
+  // the world failing), claim a direct block (its sender may withdraw it
+  // only before), and copy it. Direct and in place (recv overlapping send):
+  // this rank's receiver may still be reading `send`, so the block is kept
+  // aside until it is done.
+  const Call& src = *r->posts[from];
+  const std::string mismatch =
+      from < me ? mismatchBetween(group, from, src, me, c) : mismatchBetween(group, me, c, from, src);
+  if (!mismatch.empty()) throw CommError(mismatch);
+  int state = R::kPosted;
+  const bool claimed = r->sent[from].compare_exchange_strong(state, R::kClaimed);
+  if (!claimed && state == R::kWithdrawn) {
+    std::lock_guard<SpinMutex> lock(mu_);
+    throw CommError(!r->mismatch.empty() ? r->mismatch : failure_);
+  }
+  const bool inPlace = mode == Mode::Direct && overlaps(send, recv, bytes);
+  std::vector<char> aside;
+  if (bytes) {
+    if (inPlace) aside.resize(bytes);
+    std::memcpy(inPlace ? aside.data() : recv, src.send, bytes);
+  }
+  if (claimed) {  // the direct sender may go
+    {
+      std::lock_guard<SpinMutex> lock(mu_);
+      r->sent[from].store(R::kDone);
+      const Waiting& w = waitingIn_[group[from]];
+      if (w.r == r && w.what == WaitFor::Taken) unblockLocked(group[from]);
+    }
+    wake(*r);
+  }
+
+  // 5. Direct: wait until this rank's receiver copied its block. It can be
+  // withdrawn (on a failure) only while the receiver has not claimed it; a
+  // claimed block is being copied, which never blocks.
+  if (mode == Mode::Direct) {
+    bool takenWait = false;
+    {
+      std::lock_guard<SpinMutex> lock(mu_);
+      if (r->sent[me].load() != R::kDone) {
+        takenWait = true;
+        blockLocked(rank, r, WaitFor::Taken, group[to]);
+      }
+    }
+    const int64_t takenStart = trace::current ? trace::nowNs() : 0;
+    if (!await(*r, [&] { return r->sent[me].load() == R::kDone; }, [&] { return failedFlag_.load(); })) {
+      {
+        std::lock_guard<SpinMutex> lock(mu_);
+        int posted = R::kPosted;
+        if (r->sent[me].compare_exchange_strong(posted, R::kWithdrawn)) {
+          unblockLocked(rank);
+          throwFailure();
+        }
+      }
+      // Claimed: the receiver is copying (it unblocks this rank when done).
+      await(*r, [&] { return r->sent[me].load() == R::kDone; }, [] { return false; });
+    }
+    if (takenWait && trace::current) trace::record("wait", "wait " + c.kind, takenStart, trace::nowNs());
+  }
+  if (inPlace && bytes) std::memcpy(recv, aside.data(), bytes);
 }
 
 // ================================================================ a rank
@@ -579,16 +784,11 @@ void ThreadComm::runPermute(const std::vector<int>& group, const std::vector<int
     return;
   }
   ThreadWorld::Call call{"collective_permute", bytes, p, send};
-  const int64_t from = perm[me];
-  const Mode mode = modeFor(bytes);
-  // Direct and in place (recv overlapping send): peers read `send` until
-  // everyone is done, so the received block is kept aside until then.
-  const bool inPlace = mode == Mode::Direct && overlaps(send, recv, bytes);
-  std::vector<char> aside(inPlace ? bytes : 0);
-  world_.collective(rank_, group, st.seq++, std::move(call), mode, [&](const Posts& posts, const Combined&) {
-    if (bytes) std::memcpy(inPlace ? aside.data() : recv, posts[from]->send, bytes);
-  });
-  if (inPlace && bytes) std::memcpy(recv, aside.data(), bytes);
+  // Point to point (ThreadWorld::permute): this rank receives member
+  // perm[me]'s block and sends its own to the member whose entry is me.
+  const size_t from = (size_t)perm[me];
+  const size_t to = (size_t)(std::find(perm.begin(), perm.end(), (int64_t)me) - perm.begin());
+  world_.permute(rank_, group, st.seq++, std::move(call), modeFor(bytes), from, to, recv);
 }
 
 void ThreadComm::barrier() {

@@ -24,6 +24,18 @@
 // the core, so ranks outnumbering cores still progress), then park on a
 // condition variable.
 //
+// collective_permute is point to point instead: the member that receives
+// from member perm[me] waits only for that member's post, never for the
+// rest of the group. It shares the (group, sequence number) rendezvous with
+// the other kinds, so a member that called another collective there is
+// still a mismatch, but nobody waits for the rendezvous to complete.
+// Staged (small) blocks are copied into the rendezvous when posted, so the
+// sender returns at once; a direct (larger) block is read in place by its
+// one receiver, and the sender waits for that receiver's copy alone. The
+// receiver compares its source's call with its own; the member that posts
+// last compares the whole group's calls and throws a mismatch itself (the
+// members gone by then see the world fail).
+//
 // Failures never hang: a mismatched call makes every member throw
 // CommError("collective mismatch: ..."); abort(why) (or runRanks seeing a
 // rank throw) marks the world failed and every blocked or later call throws
@@ -125,6 +137,21 @@ class ThreadWorld {
   using Combine = std::function<void(const std::vector<const Call*>&, std::vector<char>& combined)>;
   void collective(int rank, const std::vector<int>& group, uint64_t seq, Call call, Mode mode, const Body& body,
                   const Combine& combine = nullptr);
+  // Runs one collective_permute for `rank` point to point (file comment):
+  // posts `call` (Staged: with a copy of its `bytes` bytes from `send`),
+  // copies the block of member `from` into `recv` once that member posted
+  // and, Direct, waits until member `to` (whose source is this rank)
+  // copied this rank's block. `from` == this rank's member index: its own
+  // block, no wait.
+  void permute(int rank, const std::vector<int>& group, uint64_t seq, Call call, Mode mode, size_t from, size_t to,
+               void* recv);
+  // Finds (or opens) the rendezvous of `group`'s call `seq` and holds it
+  // (it is recycled once complete and released by every holder).
+  Rendezvous* enter(const std::vector<int>& group, uint64_t seq);
+  void release(Rendezvous* r);
+  // Closes `r` once its last member posted (mu_ held): releases the members
+  // waiting for every post and checks the calls.
+  void closeLocked(Rendezvous* r);
   // Wakes the members of `r` parked on its condition variable.
   static void wake(Rendezvous& r);
   // Waits until `ready()`: spins (yielding) briefly, then parks on r's
@@ -147,9 +174,21 @@ class ThreadWorld {
   std::vector<Rendezvous*> open_;
   std::vector<std::unique_ptr<Rendezvous>> owned_;
   std::vector<Rendezvous*> free_;
-  std::vector<const Rendezvous*> waitingIn_;  // per rank: incomplete rendezvous it waits in
+  // What a blocked rank waits for: every member's post (a collective), or
+  // one peer of a collective_permute (its source's post, or, Direct, its
+  // destination's copy of this rank's block).
+  enum class WaitFor : uint8_t { All, Source, Taken };
+  struct Waiting {
+    Rendezvous* r = nullptr;  // the rendezvous it waits in (null: not blocked)
+    WaitFor what = WaitFor::All;
+    int peer = -1;  // Source, Taken: the peer's world rank
+  };
+  // Marks `rank` blocked / no longer blocked (mu_ held).
+  void blockLocked(int rank, Rendezvous* r, WaitFor what, int peer);
+  void unblockLocked(int rank);
+  std::vector<Waiting> waitingIn_;  // per rank
   std::vector<bool> finished_;
-  int waiting_ = 0;   // ranks posted to an incomplete rendezvous
+  int waiting_ = 0;   // ranks blocked (waitingIn_[rank].r set)
   int finishedCount_ = 0;
 };
 

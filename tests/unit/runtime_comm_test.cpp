@@ -265,6 +265,154 @@ TEST_CASE("ThreadComm: in-place permute and repeated calls on overlapping groups
   }
 }
 
+// collective_permute is point to point on threads (issue 31): a rank waits
+// for its source alone, not for the whole group. Ranks 2 and 3 enter their
+// permute only once ranks 0 and 1 have returned from theirs; a rendezvous
+// of the whole group would hold 0 and 1 until 2 and 3 arrive (the wait
+// below then times out and the flag check fails instead of hanging).
+TEST_CASE("ThreadComm: collective_permute waits only for the rank's own source") {
+  const size_t big = runtime::ThreadWorld::kStagedBytes / 4 + 13;  // words: a direct call
+  for (size_t words : {size_t(5), big}) {
+    for (bool inPlace : {false, true}) {
+      CAPTURE(words);
+      CAPTURE(inPlace);
+      std::atomic<int> returned{0};  // ranks 0 and 1 back from their permute
+      std::vector<int> sawRelease(4, -1);
+      std::vector<std::vector<int32_t>> got(4);
+      auto value = [](int r, size_t i) { return (int32_t)(r * 1000003 + (int64_t)i * 7); };
+      runRanksOrThrow(4, [&](int r, Communicator& c) {
+        if (r >= 2) {  // wait (letting the other ranks of this OS thread run) for 0 and 1
+          auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (returned.load() < 2 && std::chrono::steady_clock::now() < until)
+            if (!runtime::fibers::yield(/*idle=*/false)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          sawRelease[r] = returned.load() == 2;
+        }
+        std::vector<int32_t> send(words), out(words, -1);
+        for (size_t i = 0; i < words; ++i) send[i] = value(r, i);
+        c.permute({0, 1, 2, 3}, {1, 0, 3, 2}, send.data(), words * 4, inPlace ? send.data() : out.data());
+        if (r < 2) ++returned;
+        got[r] = inPlace ? send : out;
+        c.barrier();
+      });
+      CHECK(sawRelease[2] == 1);
+      CHECK(sawRelease[3] == 1);
+      for (int r = 0; r < 4; ++r) {
+        CAPTURE(r);
+        size_t bad = got[r].size() != words;
+        for (size_t i = 0; !bad && i < words; ++i) bad += got[r][i] != value(r ^ 1, i);
+        CHECK(bad == 0);
+      }
+    }
+  }
+}
+
+// Point-to-point permutes on one OS thread per rank (runRanks uses fibers
+// beyond the core count): rings both ways, staged and direct, in place and
+// not, interleaved with all_reduces over pairs, so that fast senders run
+// ahead of their receivers.
+TEST_CASE("ThreadComm: collective_permute on OS threads, repeated") {
+  const int n = 4;
+  const size_t big = runtime::ThreadWorld::kStagedBytes / 4 + 13;
+  runtime::ThreadWorld world(n);
+  std::vector<int> bad(n, 0);
+  std::vector<std::string> err(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        runtime::ThreadComm c(world, r);
+        const std::vector<int> all = {0, 1, 2, 3};
+        const std::vector<int> pair = r < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3};
+        for (int it = 0; it < 200; ++it) {
+          const size_t words = it % 3 == 0 ? big : 3 + it % 5;
+          const bool left = it % 2 == 0;  // member m receives from m - 1, else from m + 1
+          std::vector<int64_t> perm(n);
+          for (int m = 0; m < n; ++m) perm[m] = left ? (m + n - 1) % n : (m + 1) % n;
+          const int src = (int)perm[r];
+          std::vector<int32_t> v(words), out(words, -1);
+          for (size_t i = 0; i < words; ++i) v[i] = r * 100000 + it * 100 + (int32_t)i;
+          const bool inPlace = it % 4 < 2;
+          c.permute(all, perm, v.data(), words * 4, inPlace ? v.data() : out.data());
+          const std::vector<int32_t>& got = inPlace ? v : out;
+          for (size_t i = 0; i < words; ++i) bad[r] += got[i] != src * 100000 + it * 100 + (int32_t)i;
+          if (it % 7 == 0) {
+            int32_t x = 1;
+            c.allReduce(pair, &x, 1, DType::I32, ReduceOp::Sum);
+            bad[r] += x != 2;
+          }
+        }
+      } catch (const std::exception& e) {
+        err[r] = e.what();
+        world.abort(r, e.what());
+      }
+      world.finished(r);
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    CHECK(err[r] == "");
+    CHECK(bad[r] == 0);
+  }
+}
+
+// A rank blocked in a permute, waiting for its source (or, direct, for its
+// receiver's copy), throws when the world fails, and a permute peer that
+// never comes is a deadlock that names what each rank waits for.
+TEST_CASE("ThreadComm: collective_permute fails without hanging") {
+  const size_t big = runtime::ThreadWorld::kStagedBytes / 4 + 13;
+  auto t0 = std::chrono::steady_clock::now();
+  for (size_t words : {size_t(4), big}) {
+    CAPTURE(words);
+    // A ring of 3: member i receives from i + 1. Rank 2 aborts instead.
+    auto errs = runRanks(3, [&](int r, Communicator& c) {
+      if (r == 2) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the others block first
+        c.abort("boom");
+        return;
+      }
+      std::vector<int32_t> v(words, r), out(words);
+      c.permute({0, 1, 2}, {1, 2, 0}, v.data(), words * 4, out.data());
+      c.barrier();
+    });
+    CHECK(commErrorOf(errs[0]) == "rank 2 failed: boom");  // staged: in the barrier; direct: waits for rank 2
+    CHECK(commErrorOf(errs[1]) == "rank 2 failed: boom");  // waits for rank 2's block
+    // Rank 2 skips the permute.
+    errs = runRanks(3, [&](int r, Communicator& c) {
+      if (r == 2) return;
+      std::vector<int32_t> v(words, r), out(words);
+      c.permute({0, 1, 2}, {1, 2, 0}, v.data(), words * 4, out.data());
+    });
+    const std::string call = "collective_permute of " + std::to_string(words * 4) + " bytes over ranks [0, 1, 2]";
+    if (words == big) {
+      CHECK(commErrorOf(errs[0]) == "collective deadlock: rank 0 waits for rank 2 to take its block in " + call +
+                                        "; rank 1 waits for rank 2's block in " + call + "; rank 2 finished");
+    } else {
+      CHECK(!errs[0]);  // a staged block is left in the rendezvous
+    }
+    CHECK(commErrorOf(errs[1]).find("rank 1 waits for rank 2's block in " + call) != std::string::npos);
+    CHECK(!errs[2]);
+  }
+  // A permute against another kind of call, and permutes of different perms.
+  auto errs = runRanks(2, [](int r, Communicator& c) {
+    std::vector<int32_t> buf(16), out(32);
+    if (r == 0)
+      c.permute({0, 1}, {1, 0}, buf.data(), 64, out.data());
+    else
+      c.allGather({0, 1}, buf.data(), 64, out.data());
+  });
+  const std::string want =
+      "collective mismatch: rank 0 called collective_permute of 64 bytes but rank 1 called all_gather of 64 bytes";
+  CHECK(commErrorOf(errs[0]) == want);
+  CHECK(commErrorOf(errs[1]) == want);
+  errs = runRanks(4, [](int r, Communicator& c) {
+    std::vector<int32_t> buf(4), out(4);
+    c.permute({0, 1, 2, 3}, r < 2 ? std::vector<int64_t>{1, 0, 3, 2} : std::vector<int64_t>{1, 0, 2, 3}, buf.data(),
+              16, out.data());
+    c.barrier();
+  });
+  for (auto& e : errs) CHECK(commErrorOf(e).find("collective mismatch: rank 0 called collective_permute of 16 bytes (perm [1, 0, 3, 2]) but rank 2 called collective_permute of 16 bytes (perm [1, 0, 2, 3])") != std::string::npos);
+  CHECK(secondsSince(t0) < 20);
+}
+
 TEST_CASE("ThreadComm: mismatched collectives make every member throw, without hanging") {
   auto errs = runRanks(2, [](int r, Communicator& c) {
     std::vector<float> buf(64);
