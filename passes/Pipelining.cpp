@@ -95,6 +95,13 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
       std::vector<int64_t> perm{1, 0};
       for (int d = 2; d < (int)s.size(); ++d) perm.push_back(d);
       w = g.transpose(w, perm);
+      // Split over the stages on dim 0, the member's other dims as the
+      // param's: propagation alone may put the stage axes on the rounds'
+      // dim (the param's block of layers), and the stages could not run
+      // apart.
+      Sharding sh = *stagedParam(m, inv[j])->sharding;
+      sh.dims.insert(sh.dims.begin() + 1, 2, std::vector<std::string>{});
+      w->sharding = sh;
     }
     timeInv.push_back(w);
   }
@@ -312,12 +319,25 @@ class StageDims {
       Sharding s = v->sharding ? *v->sharding : Sharding::replicated(a.mesh, v->type.rank());
       if (s.mesh.empty()) s = Sharding::replicated(a.mesh, v->type.rank());
       if (s.mesh != a.mesh || !s.partial.empty() || !s.dims[d].empty()) continue;
-      bool used = false;
-      for (const auto& dim : s.dims)
-        for (const auto& ax : dim) used |= std::count(a.axes.begin(), a.axes.end(), ax) > 0;
-      if (used) continue;
+      // The stage axes go to the stage dim, also from another dim that
+      // propagation gave them (with S R layers in rounds, a param's block
+      // of layers can look like the rounds' dim).
+      for (auto& dim : s.dims)
+        for (const auto& ax : a.axes) dim.erase(std::remove(dim.begin(), dim.end(), ax), dim.end());
       s.dims[d] = a.axes;
       v->sharding = s;
+    }
+  }
+
+  // A stage's own rows (the stage loop's per-iteration outputs) do not
+  // use the stage axes: each rank computes its rows whole.
+  void applyRows() {
+    for (auto& [v, id] : rows_) {
+      if (!v->sharding || fixed_.count(v)) continue;
+      Sharding s = *v->sharding;
+      for (auto& dim : s.dims)
+        for (const auto& ax : stages_[id].axes) dim.erase(std::remove(dim.begin(), dim.end(), ax), dim.end());
+      const_cast<Value*>(v)->sharding = s;
     }
   }
 
@@ -332,6 +352,7 @@ class StageDims {
   std::map<Node, size_t> seeds_;  // root -> stage
   std::vector<StageAxes> stages_;
   std::set<const Value*> fixed_;
+  std::map<const Value*, size_t> rows_;  // a stage loop's per-iteration row -> its stage
 
   Node find(Node x) {
     auto it = parent_.find(x);
@@ -391,7 +412,10 @@ class StageDims {
           const size_t id = stages_.size() - 1;
           for (size_t k = L.carried; k < op.operands.size(); ++k)
             if (op.operands[k]->type.rank() > 0 && op.operands[k]->type.shape[0] == L.trip) seed(op.operands[k], 0, id);
-          for (size_t o = 0; o < L.outputs; ++o) seed(op.results[L.carried + o], 0, id);
+          for (size_t o = 0; o < L.outputs; ++o) {
+            seed(op.results[L.carried + o], 0, id);
+            rows_[body.results[L.carried + o]] = id;
+          }
         }
         walk(body);
         return;
@@ -432,6 +456,7 @@ void shardPipelineStages(const Module& m, Function& f) {
   for (const Value* r : f.results) dims.fix(r);
   dims.walk(f);
   dims.apply();
+  dims.applyRows();
 }
 
 bool hasPipelines(const Module& m) {
