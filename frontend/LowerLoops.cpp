@@ -528,7 +528,12 @@ std::optional<int64_t> Sema::checkPipeline(Ctx& c, const ast::Stmt& s, const Loo
   int64_t m = 1;
   rounds = 1;
   SourceLoc roundsLoc = s.pipelineLoc;
+  std::set<std::string> given;
   for (const auto& a : s.pipelineArgs) {
+    if (!a.keyword.empty() && !given.insert(a.keyword).second) {
+      err(c, a.loc, "@pipeline argument '" + a.keyword + "' is given twice");
+      return std::nullopt;
+    }
     if (a.keyword != "microbatches" && a.keyword != "rounds") {
       err(c, a.loc, a.keyword.empty() ? "@pipeline takes keyword arguments: @pipeline(microbatches = M, rounds = R)"
                                       : "@pipeline has no argument '" + a.keyword + "' (it takes microbatches, rounds)");
@@ -546,7 +551,7 @@ std::optional<int64_t> Sema::checkPipeline(Ctx& c, const ast::Stmt& s, const Loo
     if (isRounds) roundsLoc = startLoc(*a.value);
   }
   // Circular: R rounds through the S stages, k = L / (S R) layers a visit.
-  if (rounds > 1 && staged->layers % (staged->stages * rounds) != 0) {
+  if (rounds > 1 && (rounds > staged->layers || staged->layers % (staged->stages * rounds) != 0)) {
     err(c, roundsLoc, "param group '" + stagedName + "' has " + std::to_string(staged->layers) +
                           " layers (L), not a multiple of its " + std::to_string(staged->stages) + " stages (S) times " +
                           std::to_string(rounds) + " rounds (R): a circular pipeline gives each stage L / (S R) "
