@@ -82,8 +82,20 @@ std::string loopText(const Build& b, const ir::Op& loop) {
                         ? loop.body->args[0]->name
                         : "i";
   std::string at = b.where(loop.loc);
-  return "the loop over " + var + " (" + std::to_string(info.trip) + " iterations" +
-         (at.empty() ? std::string(")") : ", at " + at + ")");
+  const std::string where = at.empty() ? std::string(")") : ", at " + at + ")";
+  auto iterations = [](int64_t n) { return std::to_string(n) + (n == 1 ? " iteration" : " iterations"); };
+  // A pipeline's loops (passes/Pipelining): the time loop, and the loop
+  // over the stages, of which each rank runs its own stages' iterations.
+  if (loop.attrs.has("pipeline_microbatches"))
+    return "the pipeline's time loop (" + iterations(info.trip) + where;
+  if (loop.attrs.has("stage_mesh") && b.prog) {
+    int64_t n = 1;
+    if (const ir::Mesh* m = b.prog->module->findMesh(loop.attrs.getString("stage_mesh")))
+      for (int64_t a : loop.attrs.getInts("stage_axes")) n *= m->axes[a].size;
+    return "the loop over the " + std::to_string(info.trip) + " stages (" + iterations(info.trip / n) +
+           " on each rank" + where;
+  }
+  return "the loop over " + var + " (" + iterations(info.trip) + where;
 }
 
 }  // namespace gsl::repl
