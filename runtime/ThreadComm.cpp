@@ -373,6 +373,20 @@ void ThreadWorld::closeLocked(Rendezvous* r) {
   r->mismatch = mismatchOf(r->group, r->posts);
 }
 
+ThreadWorld::Call& ThreadWorld::placeCall(Rendezvous& r, size_t me, Call call, bool stage) {
+  Call& c = r.calls[me];
+  c.kind = std::move(call.kind);
+  c.bytes = call.bytes;
+  c.detail = std::move(call.detail);
+  c.recv = call.recv;
+  c.send = call.send;
+  if (stage && call.bytes && call.send) {
+    c.staged.assign(static_cast<const char*>(call.send), static_cast<const char*>(call.send) + call.bytes);
+    c.send = c.staged.data();
+  }
+  return c;
+}
+
 void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t seq, Call call, Mode mode,
                              const Body& body, const Combine& combine) {
   GSL_ASSERT(!combine || mode == Mode::Staged, "a combine step reads the staged copies");
@@ -381,26 +395,10 @@ void ThreadWorld::collective(int rank, const std::vector<int>& group, uint64_t s
 
   // 1. Find (or open) the rendezvous of this call, and hold it: a
   // rendezvous is recycled once every member left it and it is complete.
-  Rendezvous* r = enter(group, seq);
-  struct Release {
-    ThreadWorld& w;
-    Rendezvous* r;
-    ~Release() { w.release(r); }
-  } release{*this, r};
-
+  const Held held(*this, group, seq);
+  Rendezvous* r = held.r;
   // This member's call: no peer reads calls[me] before posts[me] is set.
-  // Staged: the copy peers read, made outside the lock into the
-  // rendezvous's buffer.
-  Call& c = r->calls[me];
-  c.kind = std::move(call.kind);
-  c.bytes = call.bytes;
-  c.detail = std::move(call.detail);
-  c.recv = call.recv;
-  c.send = call.send;
-  if (mode == Mode::Staged && call.bytes && call.send) {
-    c.staged.assign(static_cast<const char*>(call.send), static_cast<const char*>(call.send) + call.bytes);
-    c.send = c.staged.data();
-  }
+  Call& c = placeCall(*r, me, std::move(call), mode == Mode::Staged);
 
   // 2. Post, and wait until every member has posted.
   bool last = false;
@@ -488,25 +486,11 @@ void ThreadWorld::permute(int rank, const std::vector<int>& group, uint64_t seq,
 
   // 1. Find (or open) the rendezvous of (group, seq), shared with whatever
   // the other members called there, and hold it while reading from it.
-  Rendezvous* r = enter(group, seq);
-  struct Release {
-    ThreadWorld& w;
-    Rendezvous* r;
-    ~Release() { w.release(r); }
-  } release{*this, r};
-
+  const Held held(*this, group, seq);
+  Rendezvous* r = held.r;
   // This member's call. Staged: the copy its receiver reads, kept by the
   // rendezvous, so this member may return before the receiver arrives.
-  Call& c = r->calls[me];
-  c.kind = std::move(call.kind);
-  c.bytes = bytes;
-  c.detail = std::move(call.detail);
-  c.recv = nullptr;
-  c.send = send;
-  if (!self && mode == Mode::Staged && bytes && send) {
-    c.staged.assign(static_cast<const char*>(send), static_cast<const char*>(send) + bytes);
-    c.send = c.staged.data();
-  }
+  Call& c = placeCall(*r, me, std::move(call), !self && mode == Mode::Staged);
 
   // 2. Post, releasing the member (if any) that waits for this block. The
   // member that posts last checks the whole group's calls: with a mismatch

@@ -149,6 +149,20 @@ class ThreadWorld {
   // (it is recycled once complete and released by every holder).
   Rendezvous* enter(const std::vector<int>& group, uint64_t seq);
   void release(Rendezvous* r);
+  // Holds the rendezvous of `group`'s call `seq` for a scope: entered on
+  // construction, released on exit.
+  struct Held {
+    Held(ThreadWorld& world, const std::vector<int>& group, uint64_t seq) : w(world), r(world.enter(group, seq)) {}
+    ~Held() { w.release(r); }
+    Held(const Held&) = delete;
+    Held& operator=(const Held&) = delete;
+    ThreadWorld& w;
+    Rendezvous* r;
+  };
+  // Member `me`'s call in `r`, from `call` (before it is posted: no peer
+  // reads it yet); with `stage`, a copy of its send buffer, which peers
+  // read instead, made outside the lock.
+  Call& placeCall(Rendezvous& r, size_t me, Call call, bool stage);
   // Closes `r` once its last member posted (mu_ held): releases the members
   // waiting for every post and checks the calls.
   void closeLocked(Rendezvous* r);
