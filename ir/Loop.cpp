@@ -151,19 +151,23 @@ std::vector<PipelineSchedule> findPipelines(const Function& f, const Module& m) 
       continue;
     }
     if (op->attrs.has("reverse") && op->attrs.getBool("reverse")) continue;  // a backward pipeline
-    PipelineSchedule p;
-    p.timeLoop = op.get();
-    p.microbatches = op->attrs.getInt("pipeline_microbatches");
-    p.rounds = op->attrs.getInt("pipeline_rounds");
-    p.iterations = op->attrs.getInt("trip");
-    p.mesh = op->attrs.getString("pipeline_mesh");
-    p.axes = op->attrs.getInts("pipeline_axes");
-    const Mesh* mesh = m.findMesh(p.mesh);
-    GSL_ASSERT(mesh, "internal error: a pipeline names an unknown mesh");
-    for (int64_t a : p.axes) p.stages *= mesh->axes[a].size;
-    out.push_back(p);
+    out.push_back(pipelineScheduleOf(*op, m));
   }
   return out;
+}
+
+PipelineSchedule pipelineScheduleOf(const Op& timeLoop, const Module& m) {
+  PipelineSchedule p;
+  p.timeLoop = &timeLoop;
+  p.microbatches = timeLoop.attrs.getInt("pipeline_microbatches");
+  p.rounds = timeLoop.attrs.getInt("pipeline_rounds");
+  p.iterations = timeLoop.attrs.getInt("trip");
+  p.mesh = timeLoop.attrs.getString("pipeline_mesh");
+  p.axes = timeLoop.attrs.getInts("pipeline_axes");
+  const Mesh* mesh = m.findMesh(p.mesh);
+  GSL_ASSERT(mesh, "internal error: a pipeline names an unknown mesh");
+  for (int64_t a : p.axes) p.stages *= mesh->axes[a].size;
+  return p;
 }
 
 bool readByIteration(const Function& body, const Value* a) {

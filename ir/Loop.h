@@ -72,6 +72,10 @@ struct PipelineSchedule {
   int64_t stageOf(const Module& m, int64_t rank) const;
 };
 
+// The schedule of `timeLoop`, a time loop of passes/Pipelining (forward,
+// or autodiff's backward one, which carries the same attrs).
+PipelineSchedule pipelineScheduleOf(const Op& timeLoop, const Module& m);
+
 // The forward pipelines of f (its ops and the loops in them), in order.
 std::vector<PipelineSchedule> findPipelines(const Function& f, const Module& m);
 

@@ -553,27 +553,19 @@ std::vector<PipelineLoop> pipelineLoops(const ir::Module& m, const ir::Function&
     const ir::LoopInfo info(loop);
     PipelineLoop p;
     p.backward = info.reverse;
-    p.microbatches = loop.attrs.getInt("pipeline_microbatches");
-    p.rounds = loop.attrs.has("pipeline_rounds") ? loop.attrs.getInt("pipeline_rounds") : 1;
-    p.trip = info.trip;
-    p.stages = p.trip - p.microbatches * p.rounds + 1;
-    // The global loop's stage loop: the stage axes and the layer loop.
-    std::string stageMesh;
-    std::vector<int64_t> stageAxes;
-    bool paired = false;
+    const ir::PipelineSchedule sch = ir::pipelineScheduleOf(loop, m);
+    p.microbatches = sch.microbatches;
+    p.rounds = sch.rounds;
+    p.trip = sch.iterations;
+    p.stages = sch.stages;
+    const ir::Mesh* mesh = m.findMesh(sch.mesh);
+    std::string names;
+    for (size_t k = 0; k < sch.axes.size(); ++k) names += (k ? ", " : "") + mesh->axes[sch.axes[k]].name;
+    p.stageAxes = (sch.axes.size() == 1 ? "axis " : "axes ") + names + " of mesh " + sch.mesh;
+    // The layers per stage and round: the global loop's stage loop's layer loop.
     if (g.size() == l.size())
       for (const auto& op : g[i]->body->ops) {
         if (op->kind != ir::OpKind::Loop || !op->attrs.has("stage_mesh")) continue;
-        paired = true;
-        stageMesh = op->attrs.getString("stage_mesh");
-        stageAxes = op->attrs.getInts("stage_axes");
-        if (const ir::Mesh* mesh = m.findMesh(stageMesh)) {
-          std::string names;
-          for (size_t k = 0; k < stageAxes.size(); ++k)
-            if (stageAxes[k] >= 0 && stageAxes[k] < (int64_t)mesh->axes.size())
-              names += (k ? ", " : "") + mesh->axes[stageAxes[k]].name;
-          p.stageAxes = (stageAxes.size() == 1 ? "axis " : "axes ") + names + " of mesh " + stageMesh;
-        }
         for (const auto& inner : op->body->ops)
           if (inner->kind == ir::OpKind::Loop) {
             p.layers = ir::LoopInfo(*inner).trip;
@@ -586,7 +578,7 @@ std::vector<PipelineLoop> pipelineLoops(const ir::Module& m, const ir::Function&
     for (const auto& op : loop.body->ops) {
       if (op->kind == ir::OpKind::Loop) beforeStages = false;
       if (op->kind != ir::OpKind::CollectivePermute && op->kind != ir::OpKind::AllGather) continue;
-      if (paired && (op->attrs.getString("mesh") != stageMesh || op->attrs.getInts("axes") != stageAxes)) continue;
+      if (op->attrs.getString("mesh") != sch.mesh || op->attrs.getInts("axes") != sch.axes) continue;
       const ir::TensorType& t = op->operands[0]->type;
       if (p.shifts == 0) p.shiftType = t.str();
       sameType &= p.shiftType == t.str();

@@ -77,18 +77,18 @@ double collectiveSeconds(const passes::Cost& c);
 std::string costTable(const std::vector<const passes::Cost*>& costs, const std::vector<std::string>& heads);
 
 // A pipeline's time loop (passes/Pipelining: the loop that carries the
-// stages' state, attributes pipeline_microbatches and pipeline_rounds; its
-// backward loop, autodiff's, has them too and `reverse`), as :cost and
-// :spmd report it. The schedule's numbers come from the per-rank program's
-// loop; the stage axes and the layers per stage from the global program's
-// stage loop (attributes stage_mesh, stage_axes), which partitioning drops.
+// stages' state, attributes pipeline_*; its backward loop, autodiff's, has
+// them too and `reverse`), as :cost and :spmd report it. The schedule comes
+// from the per-rank loop's attributes (ir::pipelineScheduleOf); the layers
+// per stage from the global program's stage loop (attribute stage_mesh),
+// which partitioning drops.
 struct PipelineLoop {
   bool backward = false;
-  int64_t stages = 0;        // S = trip - M*R + 1
+  int64_t stages = 0;        // S
   int64_t microbatches = 0;  // M
   int64_t rounds = 0;        // R
   int64_t trip = 0;          // M*R + S - 1
-  std::string stageAxes;     // "axis stage of mesh m" ("" when the global loop is not found)
+  std::string stageAxes;     // "axis stage of mesh m"
   int64_t layers = 0;        // per stage per round: the stage loop's layer loop's trip (0: not found)
   // The shifts, per iteration: the collectives of the time loop's own body
   // (not of the loops in it) that move rows between stages over the stage

@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ir/Loop.h"
+
 namespace gsl::runtime {
 
 namespace {
@@ -425,7 +427,8 @@ class Summary {
   // overlapped a compile are left out.
   void pipelines(std::ostream& os) const {
     struct Stage {
-      int64_t stage = 0, S = 0, M = 0, R = 0, calls = 0;
+      int64_t stage = 0, calls = 0;
+      ir::PipelineSchedule schedule;
       double loop = 0, bubble = 0, wait = 0;  // µs
     };
     std::map<std::pair<int64_t, std::string>, Stage> by;  // (rank, function)
@@ -437,8 +440,13 @@ class Summary {
     for (const Event& f : events_) {
       // (A call that compiled, or waited for a compile, is left out.)
       if (!is(f, "function") || argInt(f, "pipeline_stages") < 2 || f.inner > 0) continue;
-      const int64_t s = argInt(f, "pipeline_stage"), S = argInt(f, "pipeline_stages");
-      const int64_t M = argInt(f, "pipeline_microbatches"), R = argInt(f, "pipeline_rounds"), T = M * R + S - 1;
+      const int64_t s = argInt(f, "pipeline_stage");
+      ir::PipelineSchedule sch;
+      sch.stages = argInt(f, "pipeline_stages");
+      sch.microbatches = argInt(f, "pipeline_microbatches");
+      sch.rounds = argInt(f, "pipeline_rounds");
+      sch.iterations = sch.microbatches * sch.rounds + sch.stages - 1;
+      const int64_t T = sch.iterations;
       const double end = f.ts + f.dur;
       std::vector<const Event*> colls, perms, waits;
       auto it = threads.find({f.pid, f.tid});
@@ -463,7 +471,7 @@ class Summary {
               break;
             }
         }
-        iters.emplace_back(perms[t]->ts, to, !(t - s >= 0 && t - s < M * R));
+        iters.emplace_back(perms[t]->ts, to, !sch.busy(s, t));
       }
       const int64_t rest = (int64_t)perms.size() - T;
       if (rest > 0 && rest % T == 0) {
@@ -473,11 +481,12 @@ class Summary {
           const Event* last = perms[T + j * k + k - 1];
           const double to = j + 1 < T ? perms[T + (j + 1) * k]->ts : last->ts + last->dur;
           const int64_t t = T - 1 - j;
-          iters.emplace_back(first->ts, to, !(t - s >= 0 && t - s < M * R));
+          iters.emplace_back(first->ts, to, !sch.busy(s, t));
         }
       }
       Stage& st = by[{f.pid, f.name}];
-      st.stage = s, st.S = S, st.M = M, st.R = R;
+      st.stage = s;
+      st.schedule = sch;
       st.calls++;
       for (const auto& [from, to, bubble] : iters) {
         st.loop += to - from;
@@ -497,11 +506,11 @@ class Summary {
              "predicted"},
             2};
     for (const auto& [k, st] : by) {
-      const double predicted = (double)(st.S - 1) / (double)(st.M * st.R + st.S - 1);
-      t.rows.push_back({std::to_string(k.first), k.second, std::to_string(st.stage), std::to_string(st.S),
-                        std::to_string(st.M), std::to_string(st.R), count(st.calls), ms(st.loop), ms(st.bubble),
-                        ms(st.wait), st.loop > 0 ? fmt("%.3f", (st.bubble + st.wait) / st.loop) : "-",
-                        fmt("%.3f", predicted)});
+      const ir::PipelineSchedule& p = st.schedule;
+      t.rows.push_back({std::to_string(k.first), k.second, std::to_string(st.stage), std::to_string(p.stages),
+                        std::to_string(p.microbatches), std::to_string(p.rounds), count(st.calls), ms(st.loop),
+                        ms(st.bubble), ms(st.wait), st.loop > 0 ? fmt("%.3f", (st.bubble + st.wait) / st.loop) : "-",
+                        fmt("%.3f", p.bubble())});
     }
     t.print(os);
   }
