@@ -32,6 +32,29 @@ const Param* stagedParam(const Module& m, const Value* v) {
   return p;
 }
 
+// v[start:end] along dim `axis`.
+Value* sliceAlong(GradBuilder& b, Value* v, int64_t axis, int64_t start, int64_t end) {
+  AttrMap at;
+  at.set("axis", axis);
+  at.set("start", start);
+  at.set("end", end);
+  return b.op(OpKind::Slice, {v}, at);
+}
+
+// u then v along dim 0.
+Value* concat0(GradBuilder& b, Value* u, Value* v) {
+  AttrMap at;
+  at.set("axis", (int64_t)0);
+  return b.op(OpKind::Concat, {u, v}, at);
+}
+
+// v rotated down one row along dim 0: row 0 gets its last row.
+Value* rotateDown(GradBuilder& b, Value* v) {
+  const int64_t n = v->type.shape[0];
+  Value* rest = sliceAlong(b, v, 0, 0, n - 1);
+  return concat0(b, sliceAlong(b, v, 0, n - 1, n), rest);
+}
+
 // Rewrites the microbatch loop `mb` (an op of f) into the pipeline's
 // schedule; returns false (and changes nothing) when it has one stage.
 bool pipelineLoop(const Module& m, Function& f, Op& mb) {
@@ -144,18 +167,6 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
   GradBuilder tg(*tb);
   tg.setLoc(loc);
   auto i32 = [&](int64_t v) { return tg.constant((double)v, DType::I32); };
-  auto slice0 = [&](GradBuilder& b, Value* v, int64_t start, int64_t end) {
-    AttrMap sl;
-    sl.set("axis", (int64_t)0);
-    sl.set("start", start);
-    sl.set("end", end);
-    return b.op(OpKind::Slice, {v}, sl);
-  };
-  auto concat0 = [&](GradBuilder& b, Value* u, Value* v) {
-    AttrMap cat;
-    cat.set("axis", (int64_t)0);
-    return b.op(OpKind::Concat, {u, v}, cat);
-  };
   // In rounds the state rotates (row 0 gets the last stage's row, one
   // collective_permute), and that row goes to the slot of its microbatch,
   // t - S mod M (slot M before iteration S); stage 0 then takes slot t mod M.
@@ -171,13 +182,14 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
     Value* shifted;
     Value* in;  // [b, ...], or in rounds [S, b, ...] (stage 0's column is row 0)
     if (circular) {
-      shifted = concat0(tg, slice0(tg, state[c], S - 1, S), slice0(tg, state[c], 0, S - 1));
+      shifted = rotateDown(tg, state[c]);
       waitingOut.push_back(tg.op(OpKind::DynamicUpdate, {waiting[c], shifted, slot}));
       in = tg.op(OpKind::DynamicIndex, {waitingOut.back(), tc});
     } else {
       Shape one = st.shape;
       one[0] = 1;
-      shifted = concat0(tg, tg.constant(0.0, st.dtype, one), slice0(tg, state[c], 0, S - 1));
+      Value* rest = sliceAlong(tg, state[c], 0, 0, S - 1);
+      shifted = concat0(tg, tg.constant(0.0, st.dtype, one), rest);
       in = tg.op(OpKind::DynamicIndex, {xsArg[c], tc});
     }
     Shape rowShape(st.rank(), 1);
@@ -257,25 +269,13 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
       // The last iteration's row of the last stage goes to its slot (M - 1)
       // as the next iteration would; the microbatches are column 0.
       Value* st = time->results[c];
-      Value* w = g.op(OpKind::DynamicUpdate, {time->results[C + c], concat0(g, slice0(g, st, S - 1, S), slice0(g, st, 0, S - 1)),
-                                             g.constant((double)(M - 1), DType::I32)});
-      AttrMap a1;
-      a1.set("axis", (int64_t)1);
-      a1.set("start", (int64_t)0);
-      a1.set("end", (int64_t)1);
-      outs.push_back(g.reshape(g.op(OpKind::Slice, {slice0(g, w, 0, M)}, a1), mb.results[1 + c]->type.shape));
+      Value* rotated = rotateDown(g, st);
+      Value* w = g.op(OpKind::DynamicUpdate, {time->results[C + c], rotated, g.constant((double)(M - 1), DType::I32)});
+      outs.push_back(g.reshape(sliceAlong(g, sliceAlong(g, w, 0, 0, M), 1, 0, 1), mb.results[1 + c]->type.shape));
       continue;
     }
     Value* z = time->results[C + c];  // [T, S, b, ...]
-    AttrMap a0, a1;
-    a0.set("axis", (int64_t)0);
-    a0.set("start", S - 1);
-    a0.set("end", T);
-    a1.set("axis", (int64_t)1);
-    a1.set("start", S - 1);
-    a1.set("end", S);
-    outs.push_back(g.reshape(g.op(OpKind::Slice, {g.op(OpKind::Slice, {z}, a0)}, a1),
-                             mb.results[1 + c]->type.shape));
+    outs.push_back(g.reshape(sliceAlong(g, sliceAlong(g, z, 0, S - 1, T), 1, S - 1, S), mb.results[1 + c]->type.shape));
   }
   // Uses of the microbatch loop's results now read the pipeline's.
   auto replace = [&](Value*& v) {
