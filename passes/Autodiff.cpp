@@ -146,6 +146,7 @@ void saveContractions(ir::GradBuilder& g, ir::Function& body, const std::vector<
   std::vector<const Op*> replaced;  // the clones replaced, in order; their dynamic_index ops follow `before`
   std::vector<size_t> reads;        // how many dynamic_index ops each has
   std::unordered_map<const Value*, Value*> replace;
+  std::vector<std::unique_ptr<Op>> first;  // reads of saved values that go before every op
   for (size_t n = 0; n < recomputed.size(); ++n) {
     Op* c = recomputed[n];
     if (c->kind == OpKind::Loop) {
@@ -166,6 +167,20 @@ void saveContractions(ir::GradBuilder& g, ir::Function& body, const std::vector<
         for (Value*& v : op->operands) redirect(v);
       for (Value*& v : body.results) redirect(v);
       for (Value*& v : residuals) redirect(v);
+      // A stage loop (passes/Pipelining) also saves the rows it starts
+      // from: recomputing them would run the pipeline's shift (a
+      // collective_permute once partitioned) again in every backward
+      // iteration. Their reads go first in the backward body.
+      if (c->attrs.has("stage_mesh"))
+        for (size_t k = 0; k < c->operands.size(); ++k) {
+          Value* v = c->operands[k];
+          if (!ir::isFloat(v->type.dtype) || !v->def || v->def->kind == OpKind::Constant || replace.count(v))
+            continue;
+          residuals.push_back(twin->operands[k]);
+          replace[v] = g.op(OpKind::DynamicIndex, {bb.addArg(stackedType(v->type, T)), i});
+          first.push_back(std::move(bb.ops.back()));
+          bb.ops.pop_back();
+        }
       size_t count = 0;
       for (size_t r = 0; r < c->results.size(); ++r) {
         if (!needed.count(c->results[r])) continue;
@@ -187,7 +202,7 @@ void saveContractions(ir::GradBuilder& g, ir::Function& body, const std::vector<
   // Each dynamic_index (appended last, in the clones' order) goes right
   // after its clone; readers read it.
   std::vector<std::unique_ptr<Op>> ops = std::move(bb.ops);
-  bb.ops.clear();
+  bb.ops = std::move(first);
   size_t next = 0, read = before;
   for (size_t n = 0; n < before; ++n) {
     const bool isReplaced = next < replaced.size() && ops[n].get() == replaced[next];

@@ -55,6 +55,19 @@ Value* rotateDown(GradBuilder& b, Value* v) {
   return concat0(b, sliceAlong(b, v, 0, n - 1, n), rest);
 }
 
+// Row `row` of v along `axis`, a dim split over the stages, as a masked
+// sum over that dim: the partitioner gives it one all_reduce of the row,
+// where a slice of the row would all_gather every stage's rows first.
+Value* pickRow(GradBuilder& b, Value* v, int64_t axis, int64_t row) {
+  Shape maskShape(v->type.rank(), 1);
+  maskShape[axis] = v->type.shape[axis];
+  AttrMap io;
+  io.set("shape", maskShape);
+  io.set("axis", axis);
+  Value* mask = b.op(OpKind::Eq, {b.op(OpKind::Iota, {}, io), b.constant((double)row, DType::I32)});
+  return b.sum(b.where(mask, v, b.zerosLike(v)), {axis}, false);
+}
+
 // Rewrites the microbatch loop `mb` (an op of f) into the pipeline's
 // schedule; returns false (and changes nothing) when it has one stage.
 bool pipelineLoop(const Module& m, Function& f, Op& mb) {
@@ -102,9 +115,21 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
 
   GradBuilder g(f);
   g.setLoc(loc);
+  auto rowOf = [&](size_t c) { return Shape(xs[c]->type.shape.begin() + 1, xs[c]->type.shape.end()); };  // [b, ...]
+  auto withLead = [](Shape lead, const Shape& rest) {
+    lead.insert(lead.end(), rest.begin(), rest.end());
+    return lead;
+  };
+  // The microbatches [M, b, ...] as [M, S, b, ...], a column per stage:
+  // split over the stages like the state, stage 0 reads its own column
+  // with no communication, and the input's gradient is summed over the
+  // stages once after the loop (not an all_reduce in every iteration).
+  std::vector<Value*> cols;
+  for (size_t c = 0; c < C; ++c)
+    cols.push_back(g.broadcast(g.reshape(xs[c], withLead({M, 1}, rowOf(c))), withLead({M, S}, rowOf(c))));
   // The stages' layers: [L, ...] as [S, L/S, ...], or [S, R, k, ...] in rounds.
   std::vector<Value*> timeInv;
-  if (!circular) timeInv = xs;
+  if (!circular) timeInv = cols;
   for (size_t j = 0; j < inv.size(); ++j) {
     if (!staged[j]) {
       timeInv.push_back(inv[j]);
@@ -135,21 +160,11 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
   // slots split over the stages like the state: the rotation's row 0 goes
   // into them, and stage 0 reads its column, with no communication.
   std::vector<Value*> timeOperands;
-  auto rowOf = [&](size_t c) { return Shape(xs[c]->type.shape.begin() + 1, xs[c]->type.shape.end()); };  // [b, ...]
-  auto withLead = [](Shape lead, const Shape& rest) {
-    lead.insert(lead.end(), rest.begin(), rest.end());
-    return lead;
-  };
   for (size_t c = 0; c < C; ++c)
     timeOperands.push_back(g.constant(0.0, xs[c]->type.dtype, withLead({S}, rowOf(c))));  // [S, b, ...]
   if (circular)
     for (size_t c = 0; c < C; ++c) {
-      const Shape row = rowOf(c);
-      AttrMap cat;
-      cat.set("axis", (int64_t)0);
-      Value* cols = g.broadcast(g.reshape(xs[c], withLead({M, 1}, row)), withLead({M, S}, row));
-      timeOperands.push_back(
-          g.op(OpKind::Concat, {cols, g.constant(0.0, xs[c]->type.dtype, withLead({1, S}, row))}, cat));
+      timeOperands.push_back(concat0(g, cols[c], g.constant(0.0, xs[c]->type.dtype, withLead({1, S}, rowOf(c)))));
     }
   const size_t timeCarried = timeOperands.size();
   timeOperands.insert(timeOperands.end(), timeInv.begin(), timeInv.end());
@@ -161,7 +176,7 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
   std::vector<Value*> state, waiting, xsArg, invArg;
   for (size_t c = 0; c < C; ++c) state.push_back(tb->addArg(timeOperands[c]->type));
   for (size_t c = 0; c < C; ++c)
-    (circular ? waiting : xsArg).push_back(tb->addArg(circular ? timeOperands[C + c]->type : xs[c]->type));
+    (circular ? waiting : xsArg).push_back(tb->addArg(timeOperands[C + c]->type));
   const size_t invBase = timeOperands.size() - inv.size();
   for (size_t j = 0; j < inv.size(); ++j) invArg.push_back(tb->addArg(timeOperands[invBase + j]->type));
   GradBuilder tg(*tb);
@@ -180,7 +195,7 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
   for (size_t c = 0; c < C; ++c) {
     const TensorType& st = state[c]->type;
     Value* shifted;
-    Value* in;  // [b, ...], or in rounds [S, b, ...] (stage 0's column is row 0)
+    Value* in;  // [S, b, ...]: stage 0's column is row 0
     if (circular) {
       shifted = rotateDown(tg, state[c]);
       waitingOut.push_back(tg.op(OpKind::DynamicUpdate, {waiting[c], shifted, slot}));
@@ -271,11 +286,11 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
       Value* st = time->results[c];
       Value* rotated = rotateDown(g, st);
       Value* w = g.op(OpKind::DynamicUpdate, {time->results[C + c], rotated, g.constant((double)(M - 1), DType::I32)});
-      outs.push_back(g.reshape(sliceAlong(g, sliceAlong(g, w, 0, 0, M), 1, 0, 1), mb.results[1 + c]->type.shape));
+      outs.push_back(g.reshape(pickRow(g, sliceAlong(g, w, 0, 0, M), 1, 0), mb.results[1 + c]->type.shape));
       continue;
     }
     Value* z = time->results[C + c];  // [T, S, b, ...]
-    outs.push_back(g.reshape(sliceAlong(g, sliceAlong(g, z, 0, S - 1, T), 1, S - 1, S), mb.results[1 + c]->type.shape));
+    outs.push_back(g.reshape(pickRow(g, sliceAlong(g, z, 0, S - 1, T), 1, S - 1), mb.results[1 + c]->type.shape));
   }
   // Uses of the microbatch loop's results now read the pipeline's.
   auto replace = [&](Value*& v) {
