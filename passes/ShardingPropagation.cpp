@@ -194,11 +194,25 @@ struct Propagator {
   // entry: a fixed point over the carried values); invariants enter as
   // their operands lie. Stacked outputs are their rows' shardings with the
   // stacked dim 0 unsplit (it is never split unless annotated).
+  // A carried value that starts as a constant (zeros broadcast to its
+  // shape: a pipeline's state, a running sum) and that nothing before the
+  // loop gave more than the vacuous "replicated" takes the body's sharding
+  // instead: its first value has no layout of its own.
+  static bool vacuousStart(const Value* v) {
+    if (!v->sharding || !v->sharding->isReplicated() || !v->def || !ir::isFloat(v->type.dtype)) return false;
+    const Op* d = v->def;
+    if (d->kind == OpKind::Broadcast) d = d->operands[0]->def;
+    return d && d->kind == OpKind::Constant;
+  }
+
   void propagateBody(Op& op) {
     const LoopInfo info(op);
     std::vector<std::optional<Sharding>> carried(info.carried);
+    std::vector<bool> restart(info.carried, false);
     for (size_t j = 0; j < info.carried; ++j) {
-      if (op.operands[j]->sharding) carried[j] = op.operands[j]->sharding;
+      if (vacuousStart(op.operands[j]) && (!op.results[j]->sharding || op.results[j]->sharding->isReplicated()))
+        restart[j] = true;
+      else if (op.operands[j]->sharding) carried[j] = op.operands[j]->sharding;
       else if (op.results[j]->sharding) carried[j] = op.results[j]->sharding;
       else if (op.body->args[j + 1]->sharding) carried[j] = op.body->args[j + 1]->sharding;
     }
@@ -226,7 +240,7 @@ struct Propagator {
     provenance.merge(bodySteps);
     for (size_t j = 0; j < info.carried; ++j)
       for (Value* v : {op.operands[j], op.results[j]})
-        if (!v->sharding && carried[j]) {
+        if ((!v->sharding || restart[j]) && carried[j]) {
           v->sharding = carried[j];
           provenance.record(v, &op, nullptr);
         }
