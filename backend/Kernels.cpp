@@ -894,5 +894,6 @@ static Tensor evalAs(const ir::Op& op, const std::vector<Tensor>& in, const Kern
 }
 
 float geluF32(float x) { return gelu(x); }
+float sigmoidF32(float x) { return sigmoid(x); }
 
 }  // namespace gsl::backend

@@ -50,6 +50,8 @@ std::array<size_t, 2> collectiveScratchBytes(const ir::Op& op);
 // The reference kernel's tanh-approximation GELU of one f32 (the JIT calls
 // it for bf16 gelu, whose values must be the interpreter's bit for bit).
 float geluF32(float x);
+// The reference kernel's sigmoid of one f32 (for bf16 sigmoid, likewise).
+float sigmoidF32(float x);
 
 // Evaluates `op` on `in` (its operands' values, in order).
 Tensor evalOp(const ir::Op& op, const std::vector<Tensor>& in, const KernelContext& ctx);

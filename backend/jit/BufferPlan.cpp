@@ -113,17 +113,22 @@ void markLive(const ir::Function& f, BufferPlan& p) {
   }
 }
 
-// The ops on bf16 that generated code computes as the reference kernel
-// does, bit for bit (in f32 on widened values, each bf16 result rounded
-// once; OpLowering's evalBF16 and emitReduce): the common elementwise ops,
-// the plain reductions, and transpose (2-byte copies).
+// The ops on bf16 that generated code computes in f32 on widened values,
+// each bf16 result rounded once (OpLowering's evalBF16, emitReduce,
+// emitSoftmax, emitLayerNorm): the elementwise ops and the plain
+// reductions bit for bit as the reference kernel, softmax, log_softmax
+// and layer_norm as the f32 path (within an f32 ulp of the reference
+// before the rounding), and transpose (2-byte copies).
 bool generatedBF16(OpKind k) {
   switch (k) {
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Maximum:
     case OpKind::Minimum: case OpKind::Neg: case OpKind::Abs: case OpKind::Relu: case OpKind::Copy:
     case OpKind::Exp: case OpKind::Tanh: case OpKind::Gelu: case OpKind::Cast: case OpKind::Where:
     case OpKind::Broadcast: case OpKind::Sum: case OpKind::Mean: case OpKind::Max: case OpKind::Min:
-    case OpKind::Transpose:
+    case OpKind::Transpose: case OpKind::Log: case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Erf:
+    case OpKind::GeluExact: case OpKind::Sigmoid: case OpKind::Pow: case OpKind::Eq: case OpKind::Ne:
+    case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge: case OpKind::Softmax:
+    case OpKind::LogSoftmax: case OpKind::LayerNorm:
       return true;
     default: return false;
   }

@@ -82,15 +82,20 @@ llvm::Value* OpLowering::evalOp(const ir::Op& op, const LeafOffsets& offs) {
 
 // An elementwise op with a bf16 operand or result (BufferPlan's
 // generatedBF16 lists which), its operands as f32 (bf16 widened, i32 and
-// bool as words), in f32. exp and tanh call the C library's expf and
-// tanhf and gelu the reference kernel's own function, so that the f32
-// values, and so the rounded bf16 ones, are the interpreter's bit for
-// bit (the f32 path's inline exp differs from expf by an ulp or so).
+// bool as words), in f32. exp, tanh, log and pow call the C library's
+// expf, tanhf, logf and powf, and gelu and sigmoid the reference kernel's
+// own functions, so that the f32 values, and so the rounded bf16 ones,
+// are the interpreter's bit for bit (the f32 path's inline exp differs
+// from expf by an ulp or so); sqrt, rsqrt, erf, exact gelu, the
+// comparisons and the rest are the f32 path's, which already are.
 llvm::Value* OpLowering::evalBF16(const ir::Op& op, const std::vector<llvm::Value*>& in) {
   switch (op.kind) {
     case OpKind::Exp: return callPureF32("expf", in[0]);
     case OpKind::Tanh: return callPureF32("tanhf", in[0]);
     case OpKind::Gelu: return callPureF32("gsl_rt_gelu", in[0]);
+    case OpKind::Log: return callPureF32("logf", in[0]);
+    case OpKind::Sigmoid: return callPureF32("gsl_rt_sigmoid", in[0]);
+    case OpKind::Pow: return callPureF32("powf", in[0], in[1]);
     case OpKind::Cast: {
       const DType from = op.operands[0]->type.dtype, to = op.attrs.getDType("dtype");
       if (from == DType::BF16 && to == DType::BF16) return in[0];
@@ -122,15 +127,19 @@ bool lowersElementwise(OpKind k) {
   }
 }
 
-// fn(x) for a C function f32 -> f32 without side effects (declared so,
-// which lets LLVM hoist and vectorise around the call).
-llvm::Value* OpLowering::callPureF32(const char* fn, llvm::Value* x) {
-  llvm::FunctionCallee c = helper(fn, f32_, {f32_});
+// fn(x) (or fn(x, y)) for a C function of f32s to f32 without side
+// effects (declared so, which lets LLVM hoist and vectorise around the
+// call).
+llvm::Value* OpLowering::callPureF32(const char* fn, llvm::Value* x, llvm::Value* y) {
+  std::vector<llvm::Type*> params{f32_};
+  std::vector<llvm::Value*> args{x};
+  if (y) params.push_back(f32_), args.push_back(y);
+  llvm::FunctionCallee c = helper(fn, f32_, params);
   if (auto* f = llvm::dyn_cast<llvm::Function>(c.getCallee())) {
     f->setDoesNotAccessMemory();
     f->setWillReturn();
   }
-  return b_.CreateCall(c, {x});
+  return b_.CreateCall(c, args);
 }
 
 llvm::Value* OpLowering::unary(const ir::Op& op, DType dt, llvm::Value* x) {

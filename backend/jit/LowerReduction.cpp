@@ -169,33 +169,46 @@ void OpLowering::emitArgMax(const ir::Op& op) {
   });
 }
 
+// An element of `in` as f32 (bf16 widened exactly), and an f32 stored as
+// `result`'s dtype (bf16 rounded once): the normalisations compute bf16 in
+// f32 as the reference kernel does.
+llvm::Value* OpLowering::loadAsF32(IRValue in, llvm::Value* p, llvm::Value* off) {
+  return in->type.dtype == DType::BF16 ? widenBF16(loadIn(i16_, p, off)) : loadIn(f32_, p, off);
+}
+void OpLowering::storeFromF32(IRValue result, llvm::Value* v, llvm::Value* p, llvm::Value* off) {
+  store(result->type.dtype == DType::BF16 ? narrowBF16(v) : v, p, off);
+}
+
 void OpLowering::emitSoftmax(const ir::Op& op) {
   IRValue in = op.operands[0];
   const bool log = op.kind == OpKind::LogSoftmax;
+  // bf16 cannot hold the exponentials between the passes: they are
+  // computed again in the last one.
+  const bool keepExp = !log && op.result->type.dtype == DType::F32;
   llvm::Value *x = ptr(in), *out = ptr(op.result);
   const int64_t axis = op.attrs.getInt("axis"), n = in->type.shape[axis];
   lanes(in->type.shape, axis, [&](llvm::Value* base, int64_t stride, llvm::Value*) {
     auto at = [&](llvm::Value* j) { return laneOffset(base, stride, j); };
     llvm::Value* mx = loopAcc(n, {f32c(-INFINITY)}, [&](llvm::Value* j, const std::vector<llvm::Value*>& a) {
-      llvm::Value* v = loadIn(f32_, x, at(j));
+      llvm::Value* v = loadAsF32(in, x, at(j));
       return std::vector<llvm::Value*>{b_.CreateSelect(b_.CreateFCmpOLT(a[0], v), v, a[0])};  // std::max
     })[0];
     llvm::Value* sum = loopAcc(n, {f64c(0.0)}, [&](llvm::Value* j, const std::vector<llvm::Value*>& a) {
-      llvm::Value* e = math_.exp(b_.CreateFSub(loadIn(f32_, x, at(j)), mx));
-      if (!log) store(e, out, at(j));
+      llvm::Value* e = math_.exp(b_.CreateFSub(loadAsF32(in, x, at(j)), mx));
+      if (keepExp) store(e, out, at(j));
       return std::vector<llvm::Value*>{addReassoc(a[0], b_.CreateFPExt(e, f64_))};
     })[0];
     if (log) {
       llvm::Value* ls = b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, sum);
       llvm::Value* m64 = b_.CreateFPExt(mx, f64_);
       loop(n, [&](llvm::Value* j) {
-        llvm::Value* z = b_.CreateFSub(b_.CreateFPExt(loadIn(f32_, x, at(j)), f64_), m64);
-        store(b_.CreateFPTrunc(b_.CreateFSub(z, ls), f32_), out, at(j));
+        llvm::Value* z = b_.CreateFSub(b_.CreateFPExt(loadAsF32(in, x, at(j)), f64_), m64);
+        storeFromF32(op.result, b_.CreateFPTrunc(b_.CreateFSub(z, ls), f32_), out, at(j));
       });
     } else {
       loop(n, [&](llvm::Value* j) {
-        llvm::Value* e = b_.CreateFPExt(load(f32_, out, at(j)), f64_);
-        store(b_.CreateFPTrunc(b_.CreateFDiv(e, sum), f32_), out, at(j));
+        llvm::Value* e = keepExp ? load(f32_, out, at(j)) : math_.exp(b_.CreateFSub(loadAsF32(in, x, at(j)), mx));
+        storeFromF32(op.result, b_.CreateFPTrunc(b_.CreateFDiv(b_.CreateFPExt(e, f64_), sum), f32_), out, at(j));
       });
     }
   });
@@ -215,7 +228,7 @@ void OpLowering::emitLayerNorm(const ir::Op& op) {
   llvm::Value *mean = tempPtr(0), *var = tempPtr((size_t)groups * 8);
   fill(mean, groups, f64c(0.0));
   fill(var, groups, f64c(0.0));
-  auto xAt = [&](llvm::Value* off) { return b_.CreateFPExt(loadIn(f32_, x, off), f64_); };
+  auto xAt = [&](llvm::Value* off) { return b_.CreateFPExt(loadAsF32(in, x, off), f64_); };
   auto add = [&](llvm::Value* a, llvm::Value* v) { return addReassoc(a, v); };
   accumulate(space, {xSt}, accSt, mean, f64_,
              [&](const std::vector<llvm::Value*>& o, llvm::Value*) { return xAt(o[0]); }, add);
@@ -233,7 +246,7 @@ void OpLowering::emitLayerNorm(const ir::Op& op) {
   });
   map(space, {xSt, accSt}, [&](const std::vector<llvm::Value*>&, const std::vector<llvm::Value*>& o) {
     llvm::Value* d = b_.CreateFSub(xAt(o[0]), load(f64_, mean, o[1]));
-    store(b_.CreateFPTrunc(b_.CreateFDiv(d, load(f64_, var, o[1])), f32_), out, o[0]);
+    storeFromF32(op.result, b_.CreateFPTrunc(b_.CreateFDiv(d, load(f64_, var, o[1])), f32_), out, o[0]);
   });
 }
 

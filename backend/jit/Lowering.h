@@ -76,7 +76,9 @@ class OpLowering : public GemmEmitter {
   llvm::Value* evalOp(const ir::Op& op, const LeafOffsets& offs);
   llvm::Value* evalBF16(const ir::Op& op, const std::vector<llvm::Value*>& in);
   llvm::Value* boolWord(llvm::Value* cond) { return b_.CreateZExt(cond, i32_); }
-  llvm::Value* callPureF32(const char* fn, llvm::Value* x);
+  llvm::Value* callPureF32(const char* fn, llvm::Value* x, llvm::Value* y = nullptr);
+  llvm::Value* loadAsF32(IRValue in, llvm::Value* p, llvm::Value* off);
+  void storeFromF32(IRValue result, llvm::Value* v, llvm::Value* p, llvm::Value* off);
   llvm::Value* unary(const ir::Op& op, DType dt, llvm::Value* x);
   llvm::Value* binary(ir::OpKind k, DType dt, llvm::Value* a, llvm::Value* b);
   void emitElementwise(const ir::Op& op);

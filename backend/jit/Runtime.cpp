@@ -76,6 +76,7 @@ std::vector<std::pair<std::string, void*>> runtimeSymbols() {
       {"gsl_rt_sgemm", (void*)&gsl_rt_sgemm},
       {"gsl_rt_pow_i32", (void*)&gsl_rt_pow_i32},
       {"gsl_rt_gelu", (void*)&gsl_rt_gelu},
+      {"gsl_rt_sigmoid", (void*)&gsl_rt_sigmoid},
       {"gsl_rt_loop", (void*)&gsl_rt_loop},
       // The C library functions LLVM lowers intrinsics and idioms to
       // (llvm.exp.f32 -> expf, frem -> fmodf, loop idioms -> memcpy/memset).
@@ -173,6 +174,7 @@ int32_t gsl_rt_take_error(void* ctx, int64_t op, int64_t index, int64_t rows) {
 }
 
 float gsl_rt_gelu(float x) { return gsl::backend::geluF32(x); }
+float gsl_rt_sigmoid(float x) { return gsl::backend::sigmoidF32(x); }
 
 void gsl_rt_sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, int64_t csA,
                   const float* B, int64_t rsB, int64_t csB, float* C, int64_t rsC, int64_t csC) {

@@ -65,4 +65,6 @@ void gsl_rt_sgemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsA, 
 int32_t gsl_rt_pow_i32(int32_t a, int32_t e);
 // The reference kernel's GELU of one f32 (backend::geluF32), for bf16 gelu.
 float gsl_rt_gelu(float x);
+// The reference kernel's sigmoid of one f32 (backend::sigmoidF32), for bf16 sigmoid.
+float gsl_rt_sigmoid(float x);
 }
