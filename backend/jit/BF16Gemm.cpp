@@ -186,27 +186,45 @@ GSL_BF16_TARGET inline __m256i roundToBF16(__m512 v) {
 
 // The MR x NR tile of C over one K block of kp k-pairs: starts from zero
 // (`first`) or from the f32 `tile` the previous K block left, and ends in
-// `tile` or (`last`) rounded into C's rows x cols corner.
-GSL_BF16_TARGET void micro(int64_t kp, const uint32_t* Ap, const uint16_t* Bp, float* tile, bool first, bool last,
-                           uint16_t* C, int64_t rsC, int64_t csC, int64_t rows, int64_t cols) {
-  __m512 acc[MR][2];
+// `tile` or (`last`) rounded into C's rows x cols corner. Row r's k-pair q
+// is the word at a + r ra + q qa (packed: ra = 2, qa = 2 MR; A read in
+// place: its row stride and 2); `tail` adds one more k whose pair has no
+// second half (an odd K read in place: the element after it is not A's).
+// V = 1 computes only the tile's first 16 columns (a panel of at most 16:
+// N = 16, the head's and attention's narrow products, would otherwise be
+// half waste).
+template <int V>
+GSL_BF16_TARGET void micro(int64_t kp, const uint16_t* a, int64_t ra, int64_t qa, bool tail, const uint16_t* Bp,
+                           float* tile, bool first, bool last, uint16_t* C, int64_t rsC, int64_t csC, int64_t rows,
+                           int64_t cols) {
+  __m512 acc[MR][V];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r)
-    for (int v = 0; v < 2; ++v) acc[r][v] = first ? _mm512_setzero_ps() : _mm512_load_ps(tile + r * NR + v * 16);
+    for (int v = 0; v < V; ++v) acc[r][v] = first ? _mm512_setzero_ps() : _mm512_load_ps(tile + r * NR + v * 16);
   for (int64_t q = 0; q < kp; ++q) {
-    const __m512bh b0 = (__m512bh)_mm512_load_si512(Bp + q * 2 * NR);
-    const __m512bh b1 = (__m512bh)_mm512_load_si512(Bp + q * 2 * NR + NR);
+    __m512bh b[V];
+    for (int v = 0; v < V; ++v) b[v] = (__m512bh)_mm512_load_si512(Bp + q * 2 * NR + v * NR);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      const __m512bh a = (__m512bh)_mm512_set1_epi32((int)Ap[q * MR + r]);
-      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, b0);
-      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, b1);
+      uint32_t pair;
+      std::memcpy(&pair, a + r * ra + q * qa, 4);
+      const __m512bh av = (__m512bh)_mm512_set1_epi32((int)pair);
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, b[v]);
+    }
+  }
+  if (tail) {
+    __m512bh b[V];
+    for (int v = 0; v < V; ++v) b[v] = (__m512bh)_mm512_load_si512(Bp + kp * 2 * NR + v * NR);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[r * ra + kp * qa]);
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, b[v]);
     }
   }
   if (!last) {
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r)
-      for (int v = 0; v < 2; ++v) _mm512_store_ps(tile + r * NR + v * 16, acc[r][v]);
+      for (int v = 0; v < V; ++v) _mm512_store_ps(tile + r * NR + v * 16, acc[r][v]);
     return;
   }
   if (csC == 1) {
@@ -216,15 +234,15 @@ GSL_BF16_TARGET void micro(int64_t kp, const uint32_t* Ap, const uint16_t* Bp, f
     for (int r = 0; r < MR; ++r) {
       if (r >= rows) break;
       _mm256_mask_storeu_epi16(C + r * rsC, m0, roundToBF16(acc[r][0]));
-      if (m1) _mm256_mask_storeu_epi16(C + r * rsC + 16, m1, roundToBF16(acc[r][1]));
+      if (V > 1 && m1) _mm256_mask_storeu_epi16(C + r * rsC + 16, m1, roundToBF16(acc[r][V - 1]));
     }
     return;
   }
   // C with neither unit stride: element by element.
   alignas(64) uint16_t out[NR];
   for (int r = 0; r < rows; ++r) {
-    _mm256_store_si256(reinterpret_cast<__m256i*>(out), roundToBF16(acc[r][0]));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(out + 16), roundToBF16(acc[r][1]));
+    for (int v = 0; v < V; ++v)
+      _mm256_store_si256(reinterpret_cast<__m256i*>(out + 16 * v), roundToBF16(acc[r][v]));
     for (int64_t j = 0; j < cols; ++j) C[r * rsC + j * csC] = out[j];
   }
 }
@@ -253,26 +271,49 @@ void bf16Gemm(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsA, i
   const int64_t panels = (N + NR - 1) / NR;
   const int64_t mc = std::min<int64_t>(mcMax, (M + MR - 1) / MR * MR);
   Buffers& buf = buffers();
-  uint16_t* Bp = buf.b.get((size_t)(nb * panels * kcp * 2 * NR));
+  // With one M block each panel of B serves it once: packed just before
+  // use into one L1/L2-resident panel (B is read once, the packed copy
+  // never leaves the cache). With more, all of B is packed up front and
+  // every M block reads the packed panels.
+  const bool once = M <= mc;
+  uint16_t* Bp = buf.b.get((size_t)((once ? 1 : nb * panels) * kcp * 2 * NR));
   uint32_t* Ap = buf.a.get((size_t)(mc * kcp));
   float* tiles = nb > 1 ? buf.c.get((size_t)(mc * panels * NR)) : nullptr;
-  for (int64_t kb = 0; kb < nb; ++kb) {
-    const int64_t k0 = kb * kc, kn = std::min(kc, K - k0);
-    for (int64_t p = 0; p < panels; ++p)
-      packBPanel(B, rsB, csB, k0, kn, p * NR, std::min<int64_t>(NR, N - p * NR), Bp + (kb * panels + p) * kcp * 2 * NR);
-  }
+  if (!once)
+    for (int64_t kb = 0; kb < nb; ++kb) {
+      const int64_t k0 = kb * kc, kn = std::min(kc, K - k0);
+      for (int64_t p = 0; p < panels; ++p)
+        packBPanel(B, rsB, csB, k0, kn, p * NR, std::min<int64_t>(NR, N - p * NR),
+                   Bp + (kb * panels + p) * kcp * 2 * NR);
+    }
+  // A is read in place when it has few column panels to serve (N <= 64)
+  // and rows of contiguous k-pairs: packing it would cost more than the
+  // product (M K scalar copies against M K N / 32 vector instructions);
+  // only a last, partial sliver is packed (its missing rows are not A's).
+  const bool inPlace = csA == 1 && panels <= 2;
   for (int64_t ic = 0; ic < M; ic += mc) {
     const int64_t rows = std::min(mc, M - ic), slivers = (rows + MR - 1) / MR;
     for (int64_t kb = 0; kb < nb; ++kb) {
       const int64_t k0 = kb * kc, kn = std::min(kc, K - k0), kp = (kn + 1) / 2;
-      packASlivers(A, rsA, csA, ic, rows, k0, kn, Ap);
+      if (!inPlace) packASlivers(A, rsA, csA, ic, rows, k0, kn, Ap);
+      else if (rows % MR) packASlivers(A, rsA, csA, ic + rows / MR * MR, rows % MR, k0, kn, Ap);
       for (int64_t p = 0; p < panels; ++p) {
-        const uint16_t* panel = Bp + (kb * panels + p) * kcp * 2 * NR;
         const int64_t cols = std::min<int64_t>(NR, N - p * NR);
-        for (int64_t s = 0; s < slivers; ++s)
-          micro(kp, Ap + s * kp * MR, panel, tiles ? tiles + (s * panels + p) * MR * NR : nullptr, kb == 0,
-                kb == nb - 1, C + (ic + s * MR) * rsC + p * NR * csC, rsC, csC, std::min<int64_t>(MR, rows - s * MR),
-                cols);
+        const uint16_t* panel = Bp;
+        if (once) packBPanel(B, rsB, csB, k0, kn, p * NR, cols, Bp);
+        else panel += (kb * panels + p) * kcp * 2 * NR;
+        const auto kernel = cols > 16 ? &micro<2> : &micro<1>;
+        for (int64_t s = 0; s < slivers; ++s) {
+          const int64_t live = std::min<int64_t>(MR, rows - s * MR);
+          float* tile = tiles ? tiles + (s * panels + p) * MR * NR : nullptr;
+          uint16_t* c = C + (ic + s * MR) * rsC + p * NR * csC;
+          const auto* packed = reinterpret_cast<const uint16_t*>(inPlace ? Ap : Ap + s * kp * MR);
+          if (inPlace && live == MR)
+            kernel(kn / 2, A + (ic + s * MR) * rsA + k0, rsA, 2, kn % 2, panel, tile, kb == 0, kb == nb - 1, c, rsC,
+                   csC, live, cols);
+          else
+            kernel(kp, packed, 2, 2 * MR, false, panel, tile, kb == 0, kb == nb - 1, c, rsC, csC, live, cols);
+        }
       }
     }
   }
