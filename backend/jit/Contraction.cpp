@@ -287,6 +287,13 @@ std::optional<Gemm> planGemm(const ir::Op& op, const JitOptions& opts) {
   if (op.kind == ir::OpKind::Einsum && op.operands.size() == 2) {
     g = planEinsumGemm(op.attrs.getEinsum("spec"), op.operands[0]->type.shape, op.operands[1]->type.shape, v->type.shape);
   }
+  if (g && v->type.dtype == ir::DType::BF16 && opts.bf16Dot > 0) {
+    // vdpbf16ps on the bf16 elements: its packing reads any strides, so
+    // there is nothing to choose (no swap, no packing of ours).
+    g->bf16 = true;
+    g->code = Gemm::Code::BF16Dot;
+    return g;
+  }
   if (g && v->type.dtype == ir::DType::BF16) widenBF16Operands(*g, op);
   if (g) chooseGemmCode(*g, opts);
   return g;
