@@ -3,26 +3,26 @@
 //
 // vdpbf16ps pairs its operands: lane j of the result gains a[2j] b[2j] +
 // a[2j+1] b[2j+1]. So both operands are packed by k-pairs:
-//   - B, once per call, into panels of NR = 32 columns per K block of kc:
-//     each k-pair of a panel is 64 bf16, (B[2q][j], B[2q+1][j]) for its
-//     32 columns j (two zmm vectors);
-//   - A, per M block of mc rows and K block, into slivers of MR rows: each
-//     k-pair of a sliver is MR 32-bit words (A[i][2q], A[i][2q+1]), one
-//     embedded broadcast of the micro-kernel each.
+//   - B into panels of NR = 32 columns per K block of kc: each k-pair of
+//     a panel is 64 bf16, (B[2q][j], B[2q+1][j]) for its 32 columns j (two
+//     zmm vectors);
+//   - A into slivers of MR = 12 rows per K block: each k-pair of a sliver
+//     is MR 32-bit words (A[i][2q], A[i][2q+1]), one broadcast each.
 // Packing reads any strides (transposed operands cost nothing more than
 // row-major ones) and pads the edges with zeros: the micro-kernel always
-// computes a whole MR x NR tile, a zero k-pair half adds nothing.
+// computes a whole MR x NR tile (or MR x 16 for a panel of at most 16
+// columns), and a zero k-pair half adds nothing.
 //
-// Loops (outermost first): M blocks of mc rows, K blocks of kc, B's column
-// panels, A's row slivers, the micro-kernel over the K block. A kc x NR
-// panel of B (kc = 512: 32 KiB) stays in L1 while the slivers of the A
-// block (mc x kc, 512 KiB at mc = 512) stream from L2. The micro-kernel
-// keeps its MR x NR tile of C in 2 MR f32 zmm accumulators (24 at MR =
-// 12: vdpbf16ps has a latency of about 6 cycles and Zen 5 issues two a
-// cycle, so at least 12 must be independent); across K blocks the tile
-// waits in an f32 scratch (mc x N, the per-thread buffers below), and only
-// the last K block rounds it to bf16, once, nearest even (the bit
-// arithmetic of support/BF16.h's f32ToBF16).
+// K runs in blocks of at most kc = 512 (a kc x NR panel of B, 32 KiB,
+// stays in L1 while the slivers of A stream past it) and M in blocks of
+// mc = 384 rows (A's mc x kc block, 384 KiB, in L2). The micro-kernel
+// keeps its MR x NR tile of C in 2 MR = 24 f32 zmm accumulators over a K
+// block (vdpbf16ps has a latency of about 6 cycles and Zen 5 issues two
+// a cycle, so at least 12 must be independent); between K blocks the tile
+// waits in an f32 scratch, and only the last K block rounds it to bf16,
+// once, nearest even (the bit arithmetic of support/BF16.h's f32ToBF16).
+// bf16Gemm below orders the loops for one M block (the skinny products of
+// a batch's tokens) or several.
 #include "backend/jit/BF16Gemm.h"
 
 // GCC 12 reports a spurious -Wmaybe-uninitialized inside its own AVX-512
@@ -271,50 +271,72 @@ void bf16Gemm(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsA, i
   const int64_t panels = (N + NR - 1) / NR;
   const int64_t mc = std::min<int64_t>(mcMax, (M + MR - 1) / MR * MR);
   Buffers& buf = buffers();
-  // With one M block each panel of B serves it once: packed just before
-  // use into one L1/L2-resident panel (B is read once, the packed copy
-  // never leaves the cache). With more, all of B is packed up front and
-  // every M block reads the packed panels.
-  const bool once = M <= mc;
-  uint16_t* Bp = buf.b.get((size_t)((once ? 1 : nb * panels) * kcp * 2 * NR));
-  uint32_t* Ap = buf.a.get((size_t)(mc * kcp));
-  float* tiles = nb > 1 ? buf.c.get((size_t)(mc * panels * NR)) : nullptr;
-  if (!once)
-    for (int64_t kb = 0; kb < nb; ++kb) {
-      const int64_t k0 = kb * kc, kn = std::min(kc, K - k0);
-      for (int64_t p = 0; p < panels; ++p)
-        packBPanel(B, rsB, csB, k0, kn, p * NR, std::min<int64_t>(NR, N - p * NR),
-                   Bp + (kb * panels + p) * kcp * 2 * NR);
-    }
   // A is read in place when it has few column panels to serve (N <= 64)
   // and rows of contiguous k-pairs: packing it would cost more than the
   // product (M K scalar copies against M K N / 32 vector instructions);
   // only a last, partial sliver is packed (its missing rows are not A's).
   const bool inPlace = csA == 1 && panels <= 2;
+  // One sliver's kernel call over K block kb (its A packed at `packed`).
+  auto run = [&](int64_t ic, int64_t rows, int64_t s, int64_t kb, const uint32_t* packed, const uint16_t* panel,
+                 int64_t p, float* tile) {
+    const int64_t k0 = kb * kc, kn = std::min(kc, K - k0), kp = (kn + 1) / 2;
+    const int64_t live = std::min<int64_t>(MR, rows - s * MR), cols = std::min<int64_t>(NR, N - p * NR);
+    const auto kernel = cols > 16 ? &micro<2> : &micro<1>;
+    uint16_t* c = C + (ic + s * MR) * rsC + p * NR * csC;
+    if (inPlace && live == MR)
+      kernel(kn / 2, A + (ic + s * MR) * rsA + k0, rsA, 2, kn % 2, panel, tile, kb == 0, kb == nb - 1, c, rsC, csC,
+             live, cols);
+    else
+      kernel(kp, reinterpret_cast<const uint16_t*>(packed), 2, 2 * MR, false, panel, tile, kb == 0, kb == nb - 1, c,
+             rsC, csC, live, cols);
+  };
+  if (M <= mc) {
+    // One M block (the skinny products of B S tokens): A is packed whole,
+    // every K block, and each column panel runs all its K blocks in turn,
+    // each K block's panel of B packed just before use (L1/L2-resident, B
+    // read once). The tiles between K blocks are then one panel's (mc x
+    // NR f32, in L1/L2), not the whole M x N result's.
+    const int64_t slivers = (M + MR - 1) / MR;
+    uint16_t* Bp = buf.b.get((size_t)(kcp * 2 * NR));
+    uint32_t* Ap = buf.a.get((size_t)(nb * slivers * MR * kcp));
+    float* tiles = nb > 1 ? buf.c.get((size_t)(slivers * MR * NR)) : nullptr;
+    for (int64_t kb = 0; kb < nb; ++kb) {
+      const int64_t k0 = kb * kc, kn = std::min(kc, K - k0);
+      if (!inPlace) packASlivers(A, rsA, csA, 0, M, k0, kn, Ap + kb * slivers * MR * kcp);
+      else if (M % MR) packASlivers(A, rsA, csA, M / MR * MR, M % MR, k0, kn, Ap + kb * slivers * MR * kcp);
+    }
+    for (int64_t p = 0; p < panels; ++p)
+      for (int64_t kb = 0; kb < nb; ++kb) {
+        const int64_t k0 = kb * kc, kn = std::min(kc, K - k0), kp = (kn + 1) / 2;
+        packBPanel(B, rsB, csB, k0, kn, p * NR, std::min<int64_t>(NR, N - p * NR), Bp);
+        const uint32_t* a = Ap + kb * slivers * MR * kcp;
+        for (int64_t s = 0; s < slivers; ++s)
+          run(0, M, s, kb, inPlace ? a : a + s * kp * MR, Bp, p, tiles ? tiles + s * MR * NR : nullptr);
+      }
+    return;
+  }
+  // More M blocks: all of B is packed up front, and each M block runs its
+  // K blocks in turn, A's block packed per K block (mc x kc, in L2), each
+  // column panel against every sliver of it (the panel in L1); the tiles
+  // between K blocks are the M block's (mc x N f32).
+  uint16_t* Bp = buf.b.get((size_t)(nb * panels * kcp * 2 * NR));
+  uint32_t* Ap = buf.a.get((size_t)(mc * kcp));
+  float* tiles = nb > 1 ? buf.c.get((size_t)(mc * panels * NR)) : nullptr;
+  for (int64_t kb = 0; kb < nb; ++kb) {
+    const int64_t k0 = kb * kc, kn = std::min(kc, K - k0);
+    for (int64_t p = 0; p < panels; ++p)
+      packBPanel(B, rsB, csB, k0, kn, p * NR, std::min<int64_t>(NR, N - p * NR), Bp + (kb * panels + p) * kcp * 2 * NR);
+  }
   for (int64_t ic = 0; ic < M; ic += mc) {
     const int64_t rows = std::min(mc, M - ic), slivers = (rows + MR - 1) / MR;
     for (int64_t kb = 0; kb < nb; ++kb) {
       const int64_t k0 = kb * kc, kn = std::min(kc, K - k0), kp = (kn + 1) / 2;
       if (!inPlace) packASlivers(A, rsA, csA, ic, rows, k0, kn, Ap);
       else if (rows % MR) packASlivers(A, rsA, csA, ic + rows / MR * MR, rows % MR, k0, kn, Ap);
-      for (int64_t p = 0; p < panels; ++p) {
-        const int64_t cols = std::min<int64_t>(NR, N - p * NR);
-        const uint16_t* panel = Bp;
-        if (once) packBPanel(B, rsB, csB, k0, kn, p * NR, cols, Bp);
-        else panel += (kb * panels + p) * kcp * 2 * NR;
-        const auto kernel = cols > 16 ? &micro<2> : &micro<1>;
-        for (int64_t s = 0; s < slivers; ++s) {
-          const int64_t live = std::min<int64_t>(MR, rows - s * MR);
-          float* tile = tiles ? tiles + (s * panels + p) * MR * NR : nullptr;
-          uint16_t* c = C + (ic + s * MR) * rsC + p * NR * csC;
-          const auto* packed = reinterpret_cast<const uint16_t*>(inPlace ? Ap : Ap + s * kp * MR);
-          if (inPlace && live == MR)
-            kernel(kn / 2, A + (ic + s * MR) * rsA + k0, rsA, 2, kn % 2, panel, tile, kb == 0, kb == nb - 1, c, rsC,
-                   csC, live, cols);
-          else
-            kernel(kp, packed, 2, 2 * MR, false, panel, tile, kb == 0, kb == nb - 1, c, rsC, csC, live, cols);
-        }
-      }
+      for (int64_t p = 0; p < panels; ++p)
+        for (int64_t s = 0; s < slivers; ++s)
+          run(ic, rows, s, kb, inPlace ? Ap : Ap + s * kp * MR, Bp + (kb * panels + p) * kcp * 2 * NR, p,
+              tiles ? tiles + (s * panels + p) * MR * NR : nullptr);
     }
   }
 }
