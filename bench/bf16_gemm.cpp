@@ -10,7 +10,9 @@
 //     C rounded to bf16 once; backend/jit/Contraction.h),
 //   - bf16 matmul through the reference kernel (what the portable path
 //     was before: widen, Eigen's f32 product, round; JitOptions::fallbackOps),
-// and the ratios bf16/f32 (the goal is >= 1.6). Then a table of the
+// and the ratios bf16/f32 (the goal is >= 1.6). First, on a CPU with
+// AVX512_BF16, the instructions' own peaks (no loads, 24 independent zmm
+// accumulators): vdpbf16ps (64 flops) against vfmadd231ps (32). Then a table of the
 // contractions of the D = 1024 Transformer training step (examples/
 // transformer.gsl -np 1 -D DP=1 -D D=1024 -D NH=8 -D HD=128 -D H=4096
 // -D L=8 --autocast bf16: B S = 256 tokens; `gsl compile ... --emit
@@ -19,6 +21,8 @@
 // portable path, calls interleaved, best of 7: GFLOP/s and the ratio
 // bf16/f32. bench/bf16_torch.py measures
 // PyTorch's CPU bf16 matmul the same way; bench/bf16.sh runs both.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +30,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/jit/BF16Gemm.h"
@@ -91,6 +96,28 @@ struct Case {
   }
 };
 
+// The instruction's peak in flops per second: one instruction per
+// accumulator a round (each accumulator its own start, so that none can
+// be merged), the operands kept in registers.
+template <bool Dot, size_t... I>
+__attribute__((target("avx512f,avx512bf16"), noinline)) double peak(long rounds, std::index_sequence<I...>) {
+  __m512 acc[sizeof...(I)] = {_mm512_set1_ps((float)I)...};
+  __m512 x = _mm512_set1_ps(1e-3f), y = _mm512_set1_ps(1e-3f);
+  const auto t0 = Clock::now();
+  for (long r = 0; r < rounds; ++r) {
+    ((acc[I] = Dot ? _mm512_dpbf16_ps(acc[I], (__m512bh)x, (__m512bh)y) : _mm512_fmadd_ps(x, y, acc[I])), ...);
+    __asm__ volatile("" : "+v"(x), "+v"(y));
+  }
+  const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+  __m512 s = _mm512_setzero_ps();
+  ((s = _mm512_add_ps(s, acc[I])), ...);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  volatile float sink = lanes[0];  // keeps the sums
+  (void)sink;
+  return (double)rounds * (double)sizeof...(I) * (Dot ? 64 : 32) / t;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -117,6 +144,16 @@ int main(int argc, char** argv) {
   const double tf = cf.best, tb = cb.best, tp = cp.best, tr = cr.best;
   std::printf("bf16 GEMM %lld^3, single thread, CPU has AVX512_BF16: %s\n", (long long)n,
               backend::jit::cpuHasAvx512Bf16() ? "yes" : "no");
+  if (backend::jit::cpuHasAvx512Bf16()) {
+    double dot = 0, fma = 0;
+    const long rounds = quick ? 1000000 : 20000000;
+    for (int r = 0; r < (quick ? 1 : 5); ++r) {  // interleaved, best of each
+      fma = std::max(fma, peak<false>(rounds, std::make_index_sequence<24>()));
+      dot = std::max(dot, peak<true>(rounds, std::make_index_sequence<24>()));
+    }
+    std::printf("  instruction peaks (zmm, 24 accumulators): vfmadd231ps %.1f, vdpbf16ps %.1f GFLOP/s (ratio %.2f)\n",
+                fma * 1e-9, dot * 1e-9, dot / fma);
+  }
   std::printf("  f32  matmul (JIT kernel)                     %8.2f GFLOP/s  %8.2f ms\n", flops / tf * 1e-9, tf * 1e3);
   std::printf("  bf16 matmul (JIT default, %s)  %8.2f GFLOP/s  %8.2f ms\n",
               backend::jit::cpuHasAvx512Bf16() ? "vdpbf16ps    " : "no AVX512_BF16", flops / tb * 1e-9, tb * 1e3);
