@@ -7,16 +7,17 @@
 // generatedForDType), so they agree bit for bit too. A bf16
 // contraction (matmul, einsum of a GEMM's form) is generated: its operands
 // widened to f32, the generated f32 GEMM kernel, the result rounded once
-// (Contraction.h's Gemm::bf16), or, for a matmul on a CPU with
-// AVX512_BF16, vdpbf16ps (BF16Gemm.h). Both accumulate in f32 as the
+// (Contraction.h's Gemm::bf16), or, on a CPU with AVX512_BF16, vdpbf16ps
+// (BF16Gemm.h; jit_bf16_gemm_test.cpp tests that kernel directly). Both accumulate in f32 as the
 // reference kernel does, but sum in another order than its Eigen product,
 // so a result may differ by one bf16 rounding step (2^-8 relative) where
 // an f32 sum lies next to a rounding boundary; with integer-valued
 // operands every sum is exact and the bits agree. On a CPU without
 // AVX512_BF16 the engine narrows bf16Dot = 1 to 0 (as it narrows
 // vectorWidth), so there both runs of checkMatMul take the portable path
-// and the vdpbf16ps kernel is not executed (the development VM, an AMD
-// EPYC with AVX2 only, is such a CPU).
+// and the vdpbf16ps kernel is not executed (some development VMs, AMD
+// EPYCs with AVX2 only, were such CPUs; the one of 2026-12-07, an AMD
+// EPYC with AVX512_BF16, runs both paths).
 #include <doctest/doctest.h>
 
 #include <cmath>
