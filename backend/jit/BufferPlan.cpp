@@ -135,8 +135,9 @@ bool generatedBF16(OpKind k) {
 }
 
 // Whether generated code handles this op's dtypes. A bf16 contraction that
-// plans as a GEMM is generated (the f32 kernel on widened copies,
-// Contraction.h), unless a bf16 matmul runs vdpbf16ps (opts.bf16Dot,
+// plans as a GEMM is generated (the f32 kernel on widened copies, or calls
+// of the vdpbf16ps kernel with opts.bf16Dot; Contraction.h), unless a bf16
+// matmul runs vdpbf16ps (opts.bf16Dot: one call of gsl_rt_bf16_matmul,
 // OpLowering's emitFallback); so are the ops generatedBF16 lists. Another
 // op with bf16 operands or results (other than a collective, which moves
 // raw elements) is evaluated by the reference kernel, which computes in

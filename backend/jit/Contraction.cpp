@@ -287,6 +287,20 @@ std::optional<Gemm> planGemm(const ir::Op& op, const JitOptions& opts) {
   if (op.kind == ir::OpKind::Einsum && op.operands.size() == 2) {
     g = planEinsumGemm(op.attrs.getEinsum("spec"), op.operands[0]->type.shape, op.operands[1]->type.shape, v->type.shape);
   }
+  // vdpbf16ps on the bf16 elements: its packing reads any strides, so
+  // there is nothing to choose (no swap, no packing of ours). Except for
+  // GEMMs of fewer than 2^16 multiply-adds each (the batched 16 x 16 x 128
+  // products of attention): there its per-call packing costs more than the
+  // product, and the widened f32 kernel, generated for the constant sizes,
+  // is faster (AMD EPYC with AVX512_BF16, bench_bf16_gemm, single thread,
+  // GFLOP/s vdpbf16ps / portable: 128 x 16 x 16 x 128 scores 31-40 / 62-73,
+  // context 56-85 / 87-99, its gradient 42-108 / 87-98).
+  const int64_t dotMinMacs = int64_t(1) << 16;
+  if (g && v->type.dtype == ir::DType::BF16 && opts.bf16Dot > 0 && g->M * g->N * g->K >= dotMinMacs) {
+    g->bf16 = true;
+    g->code = Gemm::Code::BF16Dot;
+    return g;
+  }
   if (g && v->type.dtype == ir::DType::BF16) widenBF16Operands(*g, op);
   if (g) chooseGemmCode(*g, opts);
   return g;

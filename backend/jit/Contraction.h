@@ -32,16 +32,21 @@ struct Gemm {
     size_t temp = 0;
   };
   Copy copyA, copyB, copyC;  // copyC: temp -> result
-  // bf16 operands and result (planGemm): every copy is on and converts,
-  // A and B widened to f32 once, the f32 GEMM into temp space, C rounded
-  // to bf16 once (the reference kernel's semantics: f32 accumulation).
+  // bf16 operands and result (planGemm). With Code::BF16Dot (JitOptions::
+  // bf16Dot: the CPU has AVX512_BF16) each GEMM is a call of BF16Gemm.h's
+  // vdpbf16ps kernel on the bf16 elements with these strides, its copies
+  // (relayouts only) move bf16 elements. Otherwise every copy is on and
+  // converts: A and B widened to f32 once, the f32 GEMM into temp space, C
+  // rounded to bf16 once. Both are the reference kernel's semantics: f32
+  // accumulation, one rounding.
   bool bf16 = false;
   size_t tempBytes = 0;
   // The code (chooseGemmCode): the generated kernel (on A and B exchanged
   // and the strides transposed when `swap`: C^T = B^T A^T), Eigen, or
-  // dot-product loops. The kernel runs K in blocks of kc and, when `pack`,
-  // copies each kc x nr panel of B to temp space at packTemp.
-  enum class Code { Kernel, Eigen, Dots } code = Code::Dots;
+  // dot-product loops, or (bf16 only) BF16Gemm.h's kernel. The kernel runs
+  // K in blocks of kc and, when `pack`, copies each kc x nr panel of B to
+  // temp space at packTemp.
+  enum class Code { Kernel, Eigen, Dots, BF16Dot } code = Code::Dots;
   bool swap = false;
   int64_t kc = 0;
   bool pack = false;

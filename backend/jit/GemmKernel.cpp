@@ -15,10 +15,13 @@ void GemmEmitter::emitGemm(const ir::Op& op, const Gemm& g) {
     if (g.bf16) return fill(c, op.result->type.numElements(), b_.getInt16(0));
     return fill(c, op.result->type.numElements(), f32c(0.0f));
   }
-  // The copies into temp space (bf16: widening to f32, Contraction.h).
+  // The copies into temp space (bf16: widening to f32, Contraction.h;
+  // with vdpbf16ps relayouts of the bf16 elements).
+  const bool dot = g.code == Gemm::Code::BF16Dot;
   auto copyIn = [&](const Gemm::Copy& cp, llvm::Value*& x) {
     llvm::Value* t = tempPtr(cp.temp);
-    if (g.bf16) copyConvertBF16(true, t, x, cp.shape, cp.dst, cp.src);
+    if (dot) copyWords(t, x, cp.shape, cp.dst, cp.src, i16_);
+    else if (g.bf16) copyConvertBF16(true, t, x, cp.shape, cp.dst, cp.src);
     else copyWords(t, x, cp.shape, cp.dst, cp.src);
     x = t;
   };
@@ -27,9 +30,15 @@ void GemmEmitter::emitGemm(const ir::Op& op, const Gemm& g) {
   if (g.copyA.on || g.copyB.on) newScope();  // the GEMM reads the copies
   llvm::Value* out = g.copyC.on ? tempPtr(g.copyC.temp) : c;
   map(g.batch, {g.bA, g.bB, g.bC}, [&](const std::vector<llvm::Value*>&, const std::vector<llvm::Value*>& o) {
-    llvm::Value *pa = gep(f32_, a, o[0]), *pb = gep(f32_, b, o[1]), *pc = gep(f32_, out, o[2]);
+    llvm::Type* et = dot ? i16_ : f32_;
+    llvm::Value *pa = gep(et, a, o[0]), *pb = gep(et, b, o[1]), *pc = gep(et, out, o[2]);
     if (g.swap) std::swap(pa, pb);
-    if (g.code == Gemm::Code::Kernel) gemmKernel(g, pa, pb, pc);
+    if (dot)
+      b_.CreateCall(helper("gsl_rt_bf16_gemm", b_.getVoidTy(),
+                           {i64_, i64_, i64_, ptr_, i64_, i64_, ptr_, i64_, i64_, ptr_, i64_, i64_}),
+                    {i64c(g.M), i64c(g.N), i64c(g.K), pa, i64c(g.rsA), i64c(g.csA), pb, i64c(g.rsB),
+                     i64c(g.csB), pc, i64c(g.rsC), i64c(g.csC)});
+    else if (g.code == Gemm::Code::Kernel) gemmKernel(g, pa, pb, pc);
     else if (g.code == Gemm::Code::Dots) gemmDots(g, pa, pb, pc);
     else
       b_.CreateCall(helper("gsl_rt_sgemm", b_.getVoidTy(),
@@ -39,7 +48,8 @@ void GemmEmitter::emitGemm(const ir::Op& op, const Gemm& g) {
   });
   if (g.copyC.on) {
     newScope();
-    if (g.bf16) copyConvertBF16(false, c, out, g.copyC.shape, g.copyC.dst, g.copyC.src);
+    if (dot) copyWords(c, out, g.copyC.shape, g.copyC.dst, g.copyC.src, i16_);
+    else if (g.bf16) copyConvertBF16(false, c, out, g.copyC.shape, g.copyC.dst, g.copyC.src);
     else copyWords(c, out, g.copyC.shape, g.copyC.dst, g.copyC.src);
   }
 }

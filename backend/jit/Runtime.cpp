@@ -72,6 +72,7 @@ std::vector<std::pair<std::string, void*>> runtimeSymbols() {
       {"gsl_rt_collective", (void*)&gsl_rt_collective},
       {"gsl_rt_eval_op", (void*)&gsl_rt_eval_op},
       {"gsl_rt_bf16_matmul", (void*)&gsl_rt_bf16_matmul},
+      {"gsl_rt_bf16_gemm", (void*)&gsl_rt_bf16_gemm},
       {"gsl_rt_take_error", (void*)&gsl_rt_take_error},
       {"gsl_rt_sgemm", (void*)&gsl_rt_sgemm},
       {"gsl_rt_pow_i32", (void*)&gsl_rt_pow_i32},

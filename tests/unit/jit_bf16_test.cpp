@@ -7,16 +7,17 @@
 // generatedForDType), so they agree bit for bit too. A bf16
 // contraction (matmul, einsum of a GEMM's form) is generated: its operands
 // widened to f32, the generated f32 GEMM kernel, the result rounded once
-// (Contraction.h's Gemm::bf16), or, for a matmul on a CPU with
-// AVX512_BF16, vdpbf16ps (BF16Gemm.h). Both accumulate in f32 as the
+// (Contraction.h's Gemm::bf16), or, on a CPU with AVX512_BF16, vdpbf16ps
+// (BF16Gemm.h; jit_bf16_gemm_test.cpp tests that kernel directly). Both accumulate in f32 as the
 // reference kernel does, but sum in another order than its Eigen product,
 // so a result may differ by one bf16 rounding step (2^-8 relative) where
 // an f32 sum lies next to a rounding boundary; with integer-valued
 // operands every sum is exact and the bits agree. On a CPU without
 // AVX512_BF16 the engine narrows bf16Dot = 1 to 0 (as it narrows
 // vectorWidth), so there both runs of checkMatMul take the portable path
-// and the vdpbf16ps kernel is not executed (the development VM, an AMD
-// EPYC with AVX2 only, is such a CPU).
+// and the vdpbf16ps kernel is not executed (some development VMs, AMD
+// EPYCs with AVX2 only, were such CPUs; the one of 2026-12-07, an AMD
+// EPYC with AVX512_BF16, runs both paths).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -279,4 +280,54 @@ TEST_CASE("jit bf16: the CPU feature check agrees with the kernel's view (/proc/
     }
   if (!sawFlags) return;
   CHECK(gsl::backend::jit::cpuHasAvx512Bf16() == flagged);
+}
+
+TEST_CASE("jit bf16: einsums run vdpbf16ps on AVX512_BF16 (batched, transposed operands) and the portable path gives the same values") {
+  // The attention and projection einsums of examples/transformer.gsl, at
+  // sizes past the kernel's 12 x 32 tile and 512-long K blocks: on a CPU
+  // with AVX512_BF16 the plan is a call of the vdpbf16ps kernel with the
+  // einsum's strides (its packing reads the transposed operands), without
+  // it the widened f32 kernel; integer values make both exact, so the
+  // two runs' bits agree (checkContractionBF16 compares each with the
+  // interpreter). (Every GEMM here has at least 2^16 multiply-adds: smaller
+  // ones stay on the portable path, Contraction.cpp; the last case checks.)
+  struct Case {
+    const char* spec;
+    Shape a, b;
+  };
+  const Case cases[] = {
+      {"bnqh,bnkh->bnqk", {2, 3, 37, 72}, {2, 3, 41, 72}},    // A·Bᵀ per batch index
+      {"bnqk,bnkh->bnqh", {2, 3, 37, 41}, {2, 3, 41, 72}},
+      {"bnqk,bnqh->bnkh", {2, 3, 41, 37}, {2, 3, 41, 72}},    // Aᵀ·B
+      {"bnqh,bnqk->bnkh", {2, 3, 41, 72}, {2, 3, 41, 37}},    // C's columns contiguous
+      {"bsd,dnh->bnsh", {3, 5, 600}, {600, 2, 33}},           // C relaid out; K over one block
+      {"bnsh,bsd->dnh", {3, 2, 5, 33}, {3, 5, 70}},           // A relaid out, K = b s
+      {"ki,jk->ji", {1025, 13}, {37, 1025}},                   // both transposed, K odd over 2 blocks
+      {"bij,bjk->bik", {4, 16, 16}, {4, 16, 16}},             // small: portable
+  };
+  for (const Case& c : cases) {
+    AttrMap at = attrs({{"spec", ir::einsumSpec(c.spec, 2)}});
+    checkContractionBF16(OpKind::Einsum, c.a, c.b, true, at);
+    Builder bl;
+    Value* r = bl.op(OpKind::Einsum, {bl.arg(toBF16(randIntF32(c.a, -4, 4, 5))), bl.arg(toBF16(randIntF32(c.b, -4, 4, 6)))},
+                     at);
+    bl.f.results = {r};
+    std::vector<Tensor> out;
+    for (int dot : {1, 0}) {
+      JitOptions o = testOptions();
+      o.bf16Dot = dot;
+      o.fallbackOps.clear();
+      const backend::jit::BufferPlan p = backend::jit::planBuffers(bl.f, o);
+      REQUIRE(p.gemm[0]);
+      INFO(c.spec << " bf16Dot " << dot);
+      CHECK_FALSE(p.fallback[0]);
+      CHECK(p.gemm[0]->bf16);
+      // (Planning takes the option as given; the engine narrows it to the CPU.)
+      const bool big = p.gemm[0]->M * p.gemm[0]->N * p.gemm[0]->K >= (1 << 16);
+      CHECK((p.gemm[0]->code == backend::jit::Gemm::Code::BF16Dot) == (dot == 1 && big));
+      out.push_back(makeJitEngine({}, o)->call(bl.f, bl.args).at(0));
+    }
+    INFO(c.spec << ": vdpbf16ps (when the CPU has it) against the portable path");
+    compareBF16(out[0], out[1], false);
+  }
 }
