@@ -141,6 +141,7 @@ extern "C" int32_t gsl_rt_loop(void* ctx, int64_t opIndex, void* bodyPtr, const 
     CallContext child;
     child.kctx = c->kctx;
     child.fn = &body;
+    child.root = c->root;
     // The carried values: the current ones (read by the body) and the next
     // (written by it), swapped after each iteration.
     std::vector<Buffer> cur, next;

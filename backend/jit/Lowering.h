@@ -53,6 +53,7 @@ class OpLowering : public GemmEmitter {
   // -------------------------------------------------------------- kernels (Outlining.cpp)
 
   bool inKernel(const ir::Op& op);
+  bool timed(const ir::Op& op, bool kernel) const;
   void kernelBuffers(IRValue v, std::vector<IRValue>& out);
   void emitKernelCall(const ir::Op& op);
   llvm::Function* dedupKernel(llvm::Function* k);

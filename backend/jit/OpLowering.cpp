@@ -126,10 +126,30 @@ void OpLowering::lower(const std::string& symbol) {
     newScope();
     const ir::Op& op = *f_.ops[i];
     bindStorage(op.result);
-    if (inKernel(op)) emitKernelCall(op);
+    const bool kernel = inKernel(op);
+    llvm::Value* t0 = timed(op, kernel) ? b_.CreateIntrinsic(llvm::Intrinsic::readcyclecounter, {}, {}) : nullptr;
+    if (kernel) emitKernelCall(op);
     else emitOp(op);
+    if (t0) {
+      llvm::Value* t1 = b_.CreateIntrinsic(llvm::Intrinsic::readcyclecounter, {}, {});
+      b_.CreateCall(helper("gsl_rt_profile", b_.getVoidTy(), {ptr_, i64_, i64_}),
+                    {ctx_, i64c(opIndex_), b_.CreateSub(t1, t0)});
+    }
   }
   finishFunction();
+}
+
+// Whether the op timer (JitOptions::profileKernels) times `op`: every op
+// with code of its own (a kernel, or a helper call: collectives, the
+// fallback, random numbers), but not a param (a pointer lookup) or a loop
+// (its body's ops are timed).
+bool OpLowering::timed(const ir::Op& op, bool kernel) const {
+  if (!opts_.profileKernels) return false;
+  switch (op.kind) {
+    case OpKind::Param: case OpKind::Loop: return false;
+    case OpKind::Constant: case OpKind::Reshape: case OpKind::Slice: return kernel;
+    default: return true;
+  }
 }
 
 // The code of `op` at the builder's position (its result's storage
