@@ -161,11 +161,16 @@ struct Sum {
   double seconds = 0, calls = 0, flops = 0;
 };
 
-static std::map<std::string, Sum> profileBy(bool shapes) {
+enum class By { Kind, GemmShape, OtherOp };
+
+static std::map<std::string, Sum> profileBy(By by) {
   std::map<std::string, Sum> out;
   for (const gsl::backend::KernelProfileRow& r : gsl::backend::jitKernelProfile()) {
     if (!trainFunctions.count(r.function)) continue;
-    const std::string key = shapes ? (r.kind == "gemm" ? r.shape : "") : r.kind;
+    const bool gemm = r.kind == "gemm";
+    const std::string key = by == By::Kind        ? r.kind
+                            : by == By::GemmShape ? (gemm ? r.shape : "")
+                                                  : (gemm ? "" : r.kind + " " + r.op + " " + r.shape);
     if (key.empty()) continue;
     Sum& s = out[key];
     s.seconds += r.seconds;
@@ -189,10 +194,12 @@ static int profile(char** argv) {
   run(1, 1, 1);
   gsl::backend::jitKernelProfileReset();
   const Result p1 = run(1, 1, n1);
-  const std::map<std::string, Sum> k1 = profileBy(false), g1 = profileBy(true);
+  const std::map<std::string, Sum> k1 = profileBy(By::Kind), g1 = profileBy(By::GemmShape),
+                                   o1 = profileBy(By::OtherOp);
   gsl::backend::jitKernelProfileReset();
   const Result p2 = run(1, 1, n2);
-  const std::map<std::string, Sum> k2 = profileBy(false), g2 = profileBy(true);
+  const std::map<std::string, Sum> k2 = profileBy(By::Kind), g2 = profileBy(By::GemmShape),
+                                   o2 = profileBy(By::OtherOp);
   const double steps = (double)(p2.trainCalls - p1.trainCalls);
   const double wall = (p2.trainSeconds - p1.trainSeconds) / steps;
   auto diff = [&](const std::map<std::string, Sum>& a, const std::map<std::string, Sum>& b) {
@@ -229,6 +236,12 @@ static int profile(char** argv) {
   for (const auto& [k, s] : diff(g1, g2))
     std::printf("  %-34s %7.0f %9.3f %5.1f%% %9.1f\n", k.c_str(), s.calls, s.seconds * 1e3, 100 * s.seconds / wall,
                 s.flops / s.seconds * 1e-9);
+  std::printf("\nthe other ops, the 12 slowest (kind, op:line, result type)\n");
+  std::printf("  %-50s %7s %9s %6s\n", "op", "calls", "ms/step", "share");
+  const auto others = diff(o1, o2);
+  for (size_t i = 0; i < others.size() && i < 12; ++i)
+    std::printf("  %-50s %7.0f %9.3f %5.1f%%\n", others[i].first.c_str(), others[i].second.calls,
+                others[i].second.seconds * 1e3, 100 * others[i].second.seconds / wall);
   return 0;
 }
 

@@ -287,6 +287,62 @@ void assignStorage(const ir::Function& f, const ResultIndex& resultIndex, Buffer
   }
 }
 
+// A transpose whose every reader is a generated f32 GEMM is not copied:
+// the GEMMs read its operand's buffer with the permuted strides (planGemm's
+// operandStrides; the kernel reads a transposed B through its packed
+// panels and a transposed A by columns, Contraction.cpp). The backward
+// pass of `x @ w` is `dy @ transpose(w)` and `transpose(x) @ dy`: without
+// this, every weight and activation the backward pass multiplies by is
+// copied first. Folded only when every reader's new plan is the generated
+// kernel (a copy inside the GEMM would only move the transpose), and the
+// operand is stored contiguously (not itself a folded transpose).
+void foldTransposes(const ir::Function& f, const JitOptions& opts, const Uses& u, BufferPlan& p) {
+  const size_t n = f.ops.size();
+  std::unordered_map<IRValue, std::vector<size_t>> readers;
+  for (size_t i = 0; i < n; ++i)
+    if (p.live[i])
+      for (IRValue v : f.ops[i]->operands) readers[v].push_back(i);
+  auto stridesOf = [&](const ir::Op& c) {
+    std::vector<Strides> st;
+    for (IRValue v : c.operands) {
+      auto it = p.strided.find(v);
+      st.push_back(it == p.strided.end() ? Strides{} : it->second);
+    }
+    return st;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Op& op = *f.ops[i];
+    if (op.kind != OpKind::Transpose || !p.live[i] || p.fallback[i] || op.result->type.dtype != DType::F32) continue;
+    IRValue in = op.operands[0];
+    const Storage& s = p.storage.at(op.result);
+    if (s.kind != Storage::Workspace || p.strided.count(in) || !u.count.count(op.result)) continue;
+    const Storage::Kind k = p.storage.at(in).kind;
+    if (k == Storage::None) continue;
+    const Strides inSt = rowMajorStrides(in->type.shape);
+    Strides st;
+    for (int64_t d : op.attrs.getInts("perm")) st.push_back(inSt[(size_t)d]);
+    p.strided[op.result] = st;
+    std::vector<std::pair<size_t, Gemm>> plans;
+    bool ok = true;
+    for (size_t c : readers[op.result]) {
+      const ir::Op& cop = *f.ops[c];
+      std::optional<Gemm> g;
+      if (p.gemm[c] && !p.gemm[c]->bf16) g = planGemm(cop, opts, stridesOf(cop));
+      if (!g || g->code != Gemm::Code::Kernel) {
+        ok = false;
+        break;
+      }
+      plans.push_back({c, *g});
+    }
+    if (!ok) {
+      p.strided.erase(op.result);
+      continue;
+    }
+    for (auto& [c, g] : plans) p.gemm[c] = g;
+    p.storage[op.result] = {Storage::Alias, -1, 0, in, 0};
+  }
+}
+
 // Per op: the op whose code evaluates it (the root of its fused tree, or
 // itself).
 std::vector<size_t> treeRoots(const ir::Function& f, const Uses& u, const BufferPlan& p) {
@@ -480,6 +536,7 @@ BufferPlan planBuffers(const ir::Function& f, const JitOptions& opts) {
   keepGeneratedContractions(f, p);
   planResults(f, resultIndex, p);
   assignStorage(f, resultIndex, p);
+  foldTransposes(f, opts, uses, p);
   const std::vector<size_t> roots = treeRoots(f, uses, p);
   const std::unordered_map<IRValue, size_t> lastUse = lastReaders(f, roots, p);
   assignOffsets(f, lastUse, p);

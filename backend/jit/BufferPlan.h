@@ -10,7 +10,9 @@
 //
 // Buffers: function results are written straight into the output tensors
 // (or into a donated input's buffer: ResultSource::donor);
-// reshapes and slices of a contiguous block alias their operand; params are
+// reshapes and slices of a contiguous block alias their operand, and so
+// does a transpose read only by GEMMs (which read it through strides:
+// BufferPlan::strided); params are
 // read in place from the param store; every other materialised value lives
 // in the workspace at an offset chosen by a liveness-based allocator (a
 // value's bytes are reused once its last reader ran), whose high-water mark
@@ -70,6 +72,10 @@ struct BufferPlan {
   std::unordered_map<IRValue, Storage> storage;  // every argument and op result
   std::vector<size_t> temp;     // per op: byte offset of its temp space
   std::vector<std::optional<Gemm>> gemm;  // per op: contraction plan
+  // Transposes folded into the GEMMs that read them (foldTransposes in
+  // BufferPlan.cpp): the result is an Alias of the transpose's operand,
+  // read only by GEMMs, with these element strides (their plans take them).
+  std::unordered_map<IRValue, Strides> strided;
   std::vector<ResultSource> results;
   size_t peak = 0;              // workspace bytes
 };

@@ -147,7 +147,7 @@ bool OpLowering::timed(const ir::Op& op, bool kernel) const {
   if (!opts_.profileKernels) return false;
   switch (op.kind) {
     case OpKind::Param: case OpKind::Loop: return false;
-    case OpKind::Constant: case OpKind::Reshape: case OpKind::Slice: return kernel;
+    case OpKind::Constant: case OpKind::Reshape: case OpKind::Slice: case OpKind::Transpose: return kernel;
     default: return true;
   }
 }
@@ -177,7 +177,9 @@ void OpLowering::emitOp(const ir::Op& op) {
     case OpKind::Softmax: case OpKind::LogSoftmax: return emitSoftmax(op);
     case OpKind::LayerNorm: return emitLayerNorm(op);
     case OpKind::CumSum: return emitCumSum(op);
-    case OpKind::Transpose: return emitTranspose(op);
+    case OpKind::Transpose:  // folded into the GEMMs that read it (BufferPlan::strided): no code
+      if (s.kind != Storage::Alias) emitTranspose(op);
+      return;
     case OpKind::Concat: return emitConcat(op);
     case OpKind::OneHot: return emitOneHot(op);
     case OpKind::Take: return emitTake(op);
