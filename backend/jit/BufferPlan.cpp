@@ -282,6 +282,12 @@ void assignStorage(const ir::Function& f, const ResultIndex& resultIndex, Buffer
         break;
       }
       case OpKind::Constant: s.kind = constNeedsBuffer.count(v) ? Storage::Workspace : Storage::None; break;
+      // Row i of x is contiguous: read in place, not copied (a loop over
+      // layers reads each layer's weights this way, forward and backward).
+      case OpKind::DynamicIndex:
+        s = {Storage::Alias, -1, 0, op.operands[0], 0};
+        s.dynamicRow = true;
+        break;
       default: s.kind = Storage::Workspace;
     }
   }

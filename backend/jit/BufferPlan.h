@@ -10,8 +10,9 @@
 //
 // Buffers: function results are written straight into the output tensors
 // (or into a donated input's buffer: ResultSource::donor);
-// reshapes and slices of a contiguous block alias their operand, and so
-// does a transpose read only by GEMMs (which read it through strides:
+// reshapes and slices of a contiguous block alias their operand, so does
+// a dynamic_index (the row of its operand: a layer's weights of a stacked
+// param), and so does a transpose read only by GEMMs (which read it through strides:
 // BufferPlan::strided); params are
 // read in place from the param store; every other materialised value lives
 // in the workspace at an offset chosen by a liveness-based allocator (a
@@ -56,13 +57,17 @@ struct Storage {
     Input,      // inputs[index]
     Output,     // outputs[index]
     Workspace,  // workspace + offset
-    Alias,      // the elements of `base`, from element `elemOffset` on (reshape, slice)
+    Alias,      // the elements of `base`, from element `elemOffset` on (reshape, slice),
+                // or from the row a dynamic_index reads (`dynamicRow`)
     Param,      // the param store's buffer, returned by gsl_rt_param
   } kind = None;
   int index = -1;
   size_t offset = 0;
   IRValue base = nullptr;
   int64_t elemOffset = 0;
+  // A dynamic_index's row of `base`, found when the op runs (its code binds
+  // the pointer: LowerLoop.cpp's emitDynamicIndex).
+  bool dynamicRow = false;
 };
 
 struct BufferPlan {

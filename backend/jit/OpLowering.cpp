@@ -147,7 +147,9 @@ bool OpLowering::timed(const ir::Op& op, bool kernel) const {
   if (!opts_.profileKernels) return false;
   switch (op.kind) {
     case OpKind::Param: case OpKind::Loop: return false;
-    case OpKind::Constant: case OpKind::Reshape: case OpKind::Slice: case OpKind::Transpose: return kernel;
+    case OpKind::Constant: case OpKind::Reshape: case OpKind::Slice: case OpKind::Transpose:
+    case OpKind::DynamicIndex:
+      return kernel;
     default: return true;
   }
 }

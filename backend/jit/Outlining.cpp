@@ -47,7 +47,8 @@ bool OpLowering::inKernel(const ir::Op& op) {
     // already (LowerLoop.cpp), run by a runtime helper.
     case OpKind::Loop: return false;
     case OpKind::Constant: return s.kind != Storage::None;
-    case OpKind::Reshape: case OpKind::Slice: case OpKind::Transpose: return s.kind != Storage::Alias;
+    case OpKind::Reshape: case OpKind::Slice: case OpKind::Transpose: case OpKind::DynamicIndex:
+      return s.kind != Storage::Alias;
     default: break;
   }
   return op.info().cls != OpClass::Collective;

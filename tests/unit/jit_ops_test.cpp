@@ -438,3 +438,28 @@ TEST_CASE("jit: matmul and einsum reading transposes folded into them") {
   CHECK(p.strided.count(xt) == foldable(OpKind::Einsum));
   CHECK(p.strided.count(wt) == 0);
 }
+
+// dynamic_index reads its row in place (Storage::dynamicRow): a layer's
+// weights of a stacked param, read by a matmul, through a transpose folded
+// into another, and by an elementwise op; a row that is a result is
+// copied. (The index is a loop's counter: out of range is an internal
+// error, checked before any reader runs.)
+TEST_CASE("jit: dynamic_index rows read in place by matmul and elementwise ops") {
+  for (int32_t i : {0, 2, 3}) {
+    Builder b;
+    Value* w = b.arg(randF32({4, 40, 48}, -1, 1, 31));
+    Value* x = b.arg(randF32({64, 40}, -1, 1, 32));
+    Value* dy = b.arg(randF32({64, 48}, -1, 1, 33));
+    Value* idx = b.arg(i32({}, {i}));
+    Value* wl = b.op(OpKind::DynamicIndex, {w, idx});  // [40, 48]
+    Value* y = b.op(OpKind::MatMul, {x, wl});
+    Value* dx = b.op(OpKind::MatMul, {dy, b.op(OpKind::Transpose, {wl}, attrs({{"perm", Ints{1, 0}}}))});
+    Value* s = b.op(OpKind::Mul, {wl, wl});
+    Value* row = b.op(OpKind::DynamicIndex, {w, idx});
+    b.check({y, dx, s, row}, {}, /*normwise=*/true);
+    const backend::jit::BufferPlan p = backend::jit::planBuffers(b.f, testOptions());
+    CHECK(p.storage.at(wl).kind == backend::jit::Storage::Alias);
+    CHECK(p.storage.at(wl).dynamicRow);
+    CHECK(p.storage.at(row).kind == backend::jit::Storage::Output);
+  }
+}
