@@ -6,7 +6,11 @@
 // elementwise op or a sum/mean/max/min of the same element count, is not
 // materialised; its consumer evaluates it inline, so a chain of elementwise
 // ops (and a reduction of it) is one loop nest with no intermediate buffers.
-// Constants are inlined into elementwise code as immediates.
+// Constants are inlined into elementwise code as immediates. A function
+// result that one such chain reads (an optimizer's new moments, which its
+// new param reads) is computed by the chain's loop too, and stored from
+// there (BufferPlan::sideOutput): one pass over the update's operands
+// instead of one per result.
 //
 // Buffers: function results are written straight into the output tensors
 // (or into a donated input's buffer: ResultSource::donor);
@@ -74,6 +78,11 @@ struct BufferPlan {
   std::vector<bool> live;       // per op: its code runs
   std::vector<bool> fallback;   // per op: run by the reference kernel (gsl_rt_eval_op)
   std::vector<bool> fused;      // per op: evaluated inline by its single consumer
+  // Per op: a side output (markSideOutputs in BufferPlan.cpp): a function
+  // result computed elementwise whose only reader is the elementwise tree
+  // of a later op of the same shape: that op's loop evaluates it inline and
+  // also stores it to its buffer; it has no loop of its own.
+  std::vector<bool> sideOutput;
   std::unordered_map<IRValue, Storage> storage;  // every argument and op result
   std::vector<size_t> temp;     // per op: byte offset of its temp space
   std::vector<std::optional<Gemm>> gemm;  // per op: contraction plan

@@ -122,6 +122,10 @@ void OpLowering::lower(const std::string& symbol) {
   beginFunction(symbol);
   for (size_t i = 0; i < f_.ops.size(); ++i) {
     if (!plan_.live[i] || plan_.fused[i]) continue;
+    if (plan_.sideOutput[i]) {  // stored by the loop it is fused into
+      bindStorage(f_.ops[i]->result);
+      continue;
+    }
     opIndex_ = (int64_t)i;
     newScope();
     const ir::Op& op = *f_.ops[i];

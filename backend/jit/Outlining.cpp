@@ -60,7 +60,7 @@ void OpLowering::kernelBuffers(IRValue v, std::vector<IRValue>& out) {
   if (std::find(out.begin(), out.end(), v) != out.end()) return;
   if (plan_.storage.at(v).kind != Storage::None) {
     out.push_back(v);
-    return;
+    if (!isSideOutput(v)) return;  // a side output is written here, from its operands
   }
   if (v->def && isFused(v))
     for (IRValue o : v->def->operands) kernelBuffers(o, out);
