@@ -11,11 +11,11 @@
 // compares it with PyTorch).
 //
 // `bench_train_step profile D NH HD H L N1 N2`: where the time of such a
-// step goes (bench/step_profile.sh). The f32 GEMM's peak first (a
-// 1024^3 matmul through the JIT, median thread CPU time of 9 runs), then
-// the step's rate against it: 3 x the forward FLOPs (passes/CostModel,
-// as `gsl compile --stats json`) over the process CPU time per step of
-// N2 - N1 steps (untimed code); then, from runs of N1 and N2 steps with
+// step goes (bench/step_profile.sh). The f32 GEMM's peak (a 1024^3 matmul
+// through the JIT, median thread CPU time of 9 runs) and the step's rate
+// against it: 3 x the forward FLOPs (passes/CostModel, as `gsl compile
+// --stats json`) over the process CPU time per step of N2 - N1 steps
+// (untimed code), in three rounds (medians); then, from runs of N1 and N2 steps with
 // the op timer on (JitOptions::profileKernels, backend/jit/KernelProfile.h),
 // the time per step of each kernel class and of each GEMM shape, of the
 // training step's function only (the accuracy's forward passes left out);
@@ -185,11 +185,24 @@ static int profile(char** argv) {
   const char* names[] = {"D", "NH", "HD", "H", "L"};
   for (int i = 0; i < 5; ++i) extraDefines[names[i]] = std::atoll(argv[2 + i]);
   const int64_t n1 = std::atoll(argv[7]), n2 = std::atoll(argv[8]);
-  const double peak = gemmPeak(1024);
+  // Three rounds, each the peak then runs of N1 and N2 steps: the medians
+  // of the peaks, of the step times and of the rounds' ratios (a round's
+  // step and peak are measured close together on a shared machine).
   run(1, 1, 1);
-  const Result u1 = run(1, 1, n1), u2 = run(1, 1, n2);
-  const double stepCpu = (u2.cpuSeconds - u1.cpuSeconds) / (double)(n2 - n1);
-  const double stepFlops = 3 * u1.forwardFlops;
+  std::vector<double> peaks, stepTimes, ratios;
+  double stepFlops = 0;
+  for (int round = 0; round < 3; ++round) {
+    peaks.push_back(gemmPeak(1024));
+    const Result u1 = run(1, 1, n1), u2 = run(1, 1, n2);
+    stepTimes.push_back((u2.cpuSeconds - u1.cpuSeconds) / (double)(n2 - n1));
+    stepFlops = 3 * u1.forwardFlops;
+    ratios.push_back(stepFlops / stepTimes.back() * 1e-9 / peaks.back());
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double peak = median(peaks), stepCpu = median(stepTimes), ratio = median(ratios);
   jitOptions.profileKernels = true;
   run(1, 1, 1);
   gsl::backend::jitKernelProfileReset();
@@ -216,10 +229,13 @@ static int profile(char** argv) {
   };
   std::printf("training step of examples/transformer.gsl -np 1 -D DP=1, D=%s NH=%s HD=%s H=%s L=%s (B=16, S=16, V=16), f32, JIT\n",
               argv[2], argv[3], argv[4], argv[5], argv[6]);
-  std::printf("f32 GEMM peak (1024^3 matmul, JIT, one thread, median of 9): %.1f GFLOP/s\n", peak);
-  std::printf("step: %.2f GFLOP (3 x forward), %.2f ms CPU (%lld - %lld steps) = %.1f GFLOP/s = %.1f%% of the peak\n",
-              stepFlops * 1e-9, stepCpu * 1e3, (long long)n2, (long long)n1, stepFlops / stepCpu * 1e-9,
-              100 * stepFlops / stepCpu * 1e-9 / peak);
+  std::printf("f32 GEMM peak (1024^3 matmul, JIT, one thread, median of 9 calls; median of 3 rounds): %.1f GFLOP/s "
+              "(rounds %.1f %.1f %.1f)\n",
+              peak, peaks[0], peaks[1], peaks[2]);
+  std::printf("step: %.2f GFLOP (3 x forward), %.2f ms CPU (%lld - %lld steps; median of 3 rounds) = %.1f GFLOP/s\n",
+              stepFlops * 1e-9, stepCpu * 1e3, (long long)n2, (long long)n1, stepFlops / stepCpu * 1e-9);
+  std::printf("step / peak: %.1f%% (median of the rounds' ratios: %.1f%% %.1f%% %.1f%%)\n", 100 * ratio,
+              100 * ratios[0], 100 * ratios[1], 100 * ratios[2]);
   std::printf("\nop timer on: %.2f ms wall per step in the step's function (%lld - %lld steps)\n", wall * 1e3,
               (long long)n2, (long long)n1);
   std::printf("  %-20s %9s %7s %9s\n", "kind", "ms/step", "share", "GFLOP/s");
