@@ -18,6 +18,6 @@ cd "$(mktemp -d)"  # the example saves a checkpoint in the working directory
 for r in $(seq "$reps"); do
   "$build/bench/bench_train_step" profile 256 8 32 1024 2 10 40
   echo
-  "$build/bench/bench_train_step" profile 1024 8 128 4096 8 2 5
+  "$build/bench/bench_train_step" profile 1024 8 128 4096 8 2 6
   echo
 done

@@ -15,7 +15,7 @@
 // through the JIT, median thread CPU time of 9 runs) and the step's rate
 // against it: 3 x the forward FLOPs (passes/CostModel, as `gsl compile
 // --stats json`) over the process CPU time per step of N2 - N1 steps
-// (untimed code), in three rounds (medians); then, from runs of N1 and N2 steps with
+// (untimed code), in three rounds (medians); then, from a run of N2 steps with
 // the op timer on (JitOptions::profileKernels, backend/jit/KernelProfile.h),
 // the time per step of each kernel class and of each GEMM shape, of the
 // training step's function only (the accuracy's forward passes left out);
@@ -203,24 +203,20 @@ static int profile(char** argv) {
     return v[v.size() / 2];
   };
   const double peak = median(peaks), stepCpu = median(stepTimes), ratio = median(ratios);
+  // The op timer: one run of N2 steps (the steps' own rows divided by
+  // the step count; a difference of two runs is at the mercy of the load).
   jitOptions.profileKernels = true;
   run(1, 1, 1);
-  gsl::backend::jitKernelProfileReset();
-  const Result p1 = run(1, 1, n1);
-  const std::map<std::string, Sum> k1 = profileBy(By::Kind), g1 = profileBy(By::GemmShape),
-                                   o1 = profileBy(By::OtherOp);
   gsl::backend::jitKernelProfileReset();
   const Result p2 = run(1, 1, n2);
   const std::map<std::string, Sum> k2 = profileBy(By::Kind), g2 = profileBy(By::GemmShape),
                                    o2 = profileBy(By::OtherOp);
-  const double steps = (double)(p2.trainCalls - p1.trainCalls);
-  const double wall = (p2.trainSeconds - p1.trainSeconds) / steps;
-  auto diff = [&](const std::map<std::string, Sum>& a, const std::map<std::string, Sum>& b) {
+  const double steps = (double)p2.trainCalls;
+  const double wall = p2.trainSeconds / steps;
+  auto perStep = [&](const std::map<std::string, Sum>& b) {
     std::vector<std::pair<std::string, Sum>> rows;
     for (const auto& [k, s] : b) {
       Sum d = s;
-      if (auto it = a.find(k); it != a.end()) d.seconds -= it->second.seconds, d.calls -= it->second.calls,
-                                              d.flops -= it->second.flops;
       d.seconds /= steps, d.calls /= steps, d.flops /= steps;
       rows.push_back({k, d});
     }
@@ -236,11 +232,11 @@ static int profile(char** argv) {
               stepFlops * 1e-9, stepCpu * 1e3, (long long)n2, (long long)n1, stepFlops / stepCpu * 1e-9);
   std::printf("step / peak: %.1f%% (median of the rounds' ratios: %.1f%% %.1f%% %.1f%%)\n", 100 * ratio,
               100 * ratios[0], 100 * ratios[1], 100 * ratios[2]);
-  std::printf("\nop timer on: %.2f ms wall per step in the step's function (%lld - %lld steps)\n", wall * 1e3,
-              (long long)n2, (long long)n1);
+  std::printf("\nop timer on: %.2f ms wall per step in the step's function (a run of %lld steps)\n", wall * 1e3,
+              (long long)n2);
   std::printf("  %-20s %9s %7s %9s\n", "kind", "ms/step", "share", "GFLOP/s");
   double timed = 0;
-  for (const auto& [k, s] : diff(k1, k2)) {
+  for (const auto& [k, s] : perStep(k2)) {
     timed += s.seconds;
     std::printf("  %-20s %9.3f %6.1f%%", k.c_str(), s.seconds * 1e3, 100 * s.seconds / wall);
     if (s.flops > 0) std::printf(" %9.1f", s.flops / s.seconds * 1e-9);
@@ -249,12 +245,12 @@ static int profile(char** argv) {
   std::printf("  %-20s %9.3f %6.1f%%\n", "runtime (rest)", (wall - timed) * 1e3, 100 * (wall - timed) / wall);
   std::printf("\nGEMMs by shape (B x M x N x K; At/Bt: operand read transposed; copyX: copied first)\n");
   std::printf("  %-34s %7s %9s %6s %9s\n", "shape", "calls", "ms/step", "share", "GFLOP/s");
-  for (const auto& [k, s] : diff(g1, g2))
+  for (const auto& [k, s] : perStep(g2))
     std::printf("  %-34s %7.0f %9.3f %5.1f%% %9.1f\n", k.c_str(), s.calls, s.seconds * 1e3, 100 * s.seconds / wall,
                 s.flops / s.seconds * 1e-9);
   std::printf("\nthe other ops, the 12 slowest (kind, op:line, result type)\n");
   std::printf("  %-50s %7s %9s %6s\n", "op", "calls", "ms/step", "share");
-  const auto others = diff(o1, o2);
+  const auto others = perStep(o2);
   for (size_t i = 0; i < others.size() && i < 12; ++i)
     std::printf("  %-50s %7.0f %9.3f %5.1f%%\n", others[i].first.c_str(), others[i].second.calls,
                 others[i].second.seconds * 1e3, 100 * others[i].second.seconds / wall);
