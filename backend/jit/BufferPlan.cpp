@@ -220,6 +220,43 @@ void markFused(const ir::Function& f, const ResultIndex& resultIndex, const Uses
   }
 }
 
+// Side outputs (BufferPlan::sideOutput): an f32 elementwise result of the
+// function with one reader, an elementwise op whose fused tree, up to its
+// root, has the result's shape at every step (so the root's loop index is
+// the result's), is stored by the root's loop. Adam's update is three
+// results per param, m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g², and
+// p' = p - lr m' / (sqrt(v') + eps), which reads both: as three loops it
+// streams g twice and m' and v' back in (10 streams of the param's size);
+// as one, p, g, m and v are read once and p', m', v' written once (7).
+void markSideOutputs(const ir::Function& f, const ResultIndex& resultIndex, const Uses& u, BufferPlan& p) {
+  const size_t n = f.ops.size();
+  p.sideOutput.assign(n, false);
+  std::unordered_map<const ir::Op*, size_t> index;
+  for (size_t i = 0; i < n; ++i) index[f.ops[i].get()] = i;
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Op& op = *f.ops[i];
+    IRValue v = op.result;
+    if (!p.live[i] || p.fused[i] || !generatedElementwise(f, p, i) || !resultIndex.count(v) || v->argIndex >= 0 ||
+        v->type.dtype != DType::F32)
+      continue;
+    auto uses = u.count.find(v);
+    if (uses == u.count.end() || uses->second != 1) continue;
+    // Up the tree from the reader to its root, every op of v's shape.
+    size_t c = u.consumer.at(v);
+    bool ok = true;
+    for (;;) {
+      const ir::Op& cop = *f.ops[c];
+      if (!generatedElementwise(f, p, c) || cop.result->type.shape != v->type.shape) {
+        ok = false;
+        break;
+      }
+      if (!p.fused[c]) break;
+      c = u.consumer.at(cop.result);
+    }
+    if (ok) p.sideOutput[i] = true;
+  }
+}
+
 // Only the live, unfused matmuls and einsums that run as generated code
 // keep their contraction plans.
 void keepGeneratedContractions(const ir::Function& f, BufferPlan& p) {
@@ -288,8 +325,70 @@ void assignStorage(const ir::Function& f, const ResultIndex& resultIndex, Buffer
         break;
       }
       case OpKind::Constant: s.kind = constNeedsBuffer.count(v) ? Storage::Workspace : Storage::None; break;
+      // Row i of x is contiguous: read in place, not copied (a loop over
+      // layers reads each layer's weights this way, forward and backward).
+      case OpKind::DynamicIndex:
+        s = {Storage::Alias, -1, 0, op.operands[0], 0};
+        s.dynamicRow = true;
+        break;
       default: s.kind = Storage::Workspace;
     }
+  }
+}
+
+// A transpose whose every reader is a generated f32 GEMM is not copied:
+// the GEMMs read its operand's buffer with the permuted strides (planGemm's
+// operandStrides; the kernel reads a transposed B through its packed
+// panels and a transposed A by columns, Contraction.cpp). The backward
+// pass of `x @ w` is `dy @ transpose(w)` and `transpose(x) @ dy`: without
+// this, every weight and activation the backward pass multiplies by is
+// copied first. Folded only when every reader's new plan is the generated
+// kernel (a copy inside the GEMM would only move the transpose), and the
+// operand is stored contiguously (not itself a folded transpose).
+void foldTransposes(const ir::Function& f, const JitOptions& opts, const Uses& u, BufferPlan& p) {
+  const size_t n = f.ops.size();
+  std::unordered_map<IRValue, std::vector<size_t>> readers;
+  for (size_t i = 0; i < n; ++i)
+    if (p.live[i])
+      for (IRValue v : f.ops[i]->operands) readers[v].push_back(i);
+  auto stridesOf = [&](const ir::Op& c) {
+    std::vector<Strides> st;
+    for (IRValue v : c.operands) {
+      auto it = p.strided.find(v);
+      st.push_back(it == p.strided.end() ? Strides{} : it->second);
+    }
+    return st;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Op& op = *f.ops[i];
+    if (op.kind != OpKind::Transpose || !p.live[i] || p.fallback[i] || op.result->type.dtype != DType::F32) continue;
+    IRValue in = op.operands[0];
+    const Storage& s = p.storage.at(op.result);
+    if (s.kind != Storage::Workspace || p.strided.count(in) || !u.count.count(op.result)) continue;
+    const Storage::Kind k = p.storage.at(in).kind;
+    if (k == Storage::None) continue;
+    const Strides inSt = rowMajorStrides(in->type.shape);
+    Strides st;
+    for (int64_t d : op.attrs.getInts("perm")) st.push_back(inSt[(size_t)d]);
+    p.strided[op.result] = st;
+    std::vector<std::pair<size_t, Gemm>> plans;
+    bool ok = true;
+    for (size_t c : readers[op.result]) {
+      const ir::Op& cop = *f.ops[c];
+      std::optional<Gemm> g;
+      if (p.gemm[c] && !p.gemm[c]->bf16) g = planGemm(cop, opts, stridesOf(cop));
+      if (!g || g->code != Gemm::Code::Kernel) {
+        ok = false;
+        break;
+      }
+      plans.push_back({c, *g});
+    }
+    if (!ok) {
+      p.strided.erase(op.result);
+      continue;
+    }
+    for (auto& [c, g] : plans) p.gemm[c] = g;
+    p.storage[op.result] = {Storage::Alias, -1, 0, in, 0};
   }
 }
 
@@ -298,7 +397,8 @@ void assignStorage(const ir::Function& f, const ResultIndex& resultIndex, Buffer
 std::vector<size_t> treeRoots(const ir::Function& f, const Uses& u, const BufferPlan& p) {
   const size_t n = f.ops.size();
   std::vector<size_t> root(n);
-  for (size_t i = n; i-- > 0;) root[i] = p.fused[i] ? root[u.consumer.at(f.ops[i]->result)] : i;
+  for (size_t i = n; i-- > 0;)
+    root[i] = p.fused[i] || p.sideOutput[i] ? root[u.consumer.at(f.ops[i]->result)] : i;
   return root;
 }
 
@@ -336,12 +436,14 @@ size_t bytesOf(IRValue v) { return (size_t)v->type.byteSize(); }
 // The materialised values the code of op `r` reads element by element at
 // the index it writes: the leaves of its fused tree (ops fused into it
 // expanded; constants are immediates).
+// With `sideOutputs`, those (BufferPlan::sideOutput) are leaves too.
 void treeLeaves(const ir::Function& f, const std::vector<size_t>& root, const std::unordered_map<const ir::Op*, size_t>& index,
-                size_t r, const ir::Op& op, std::vector<IRValue>& leaves) {
+                size_t r, const ir::Op& op, std::vector<IRValue>& leaves, const std::vector<bool>* sideOutputs = nullptr) {
   for (IRValue v : op.operands) {
     if (v->def && v->def->kind == OpKind::Constant) continue;
     auto d = v->def ? index.find(v->def) : index.end();
-    if (d != index.end() && d->second != r && root[d->second] == r) treeLeaves(f, root, index, r, *v->def, leaves);
+    if (d != index.end() && d->second != r && root[d->second] == r && !(sideOutputs && (*sideOutputs)[d->second]))
+      treeLeaves(f, root, index, r, *v->def, leaves, sideOutputs);
     else leaves.push_back(v);
   }
 }
@@ -393,10 +495,15 @@ void planDonors(const ir::Function& f, const std::vector<size_t>& root,
   for (size_t j = 0; j < f.results.size(); ++j) {
     IRValue v = f.results[j];
     if (p.results[j].kind != ResultSource::Computed || !v->def) continue;
-    const size_t r = index.at(v->def);
+    // (A side output is written by its root's loop.)
+    const size_t r = root[index.at(v->def)];
     if (!p.live[r] || p.fallback[r] || !isElementwise(v->def->kind)) continue;
-    std::vector<IRValue> leaves;
-    treeLeaves(f, root, index, r, *v->def, leaves);
+    std::vector<IRValue> leaves, all;
+    // A result's candidates are the inputs its own tree reads (a side
+    // output it reads is its own value, with its own candidates); the
+    // check below is over everything the loop reads.
+    treeLeaves(f, root, index, r, *v->def, leaves, &p.sideOutput);
+    treeLeaves(f, root, index, r, *f.ops[r], all);
     for (IRValue leaf : leaves) {
       auto it = inputOf.find(leaf);
       if (it == inputOf.end()) continue;
@@ -405,7 +512,7 @@ void planDonors(const ir::Function& f, const std::vector<size_t>& root,
       // Read at r only as leaves (not through an alias, which may index
       // differently).
       bool direct = true;
-      for (IRValue other : leaves)
+      for (IRValue other : all)
         if (!inputOf.count(other) && inputOf.count(owner(p, other)) && inputOf.at(owner(p, other)) == it->second)
           direct = false;
       if (!direct) continue;
@@ -483,9 +590,11 @@ BufferPlan planBuffers(const ir::Function& f, const JitOptions& opts) {
   markFallback(f, opts, p);
   const Uses uses = countUses(f, p);
   markFused(f, resultIndex, uses, p);
+  markSideOutputs(f, resultIndex, uses, p);
   keepGeneratedContractions(f, p);
   planResults(f, resultIndex, p);
   assignStorage(f, resultIndex, p);
+  foldTransposes(f, opts, uses, p);
   const std::vector<size_t> roots = treeRoots(f, uses, p);
   const std::unordered_map<IRValue, size_t> lastUse = lastReaders(f, roots, p);
   assignOffsets(f, lastUse, p);

@@ -6,11 +6,18 @@
 // elementwise op or a sum/mean/max/min of the same element count, is not
 // materialised; its consumer evaluates it inline, so a chain of elementwise
 // ops (and a reduction of it) is one loop nest with no intermediate buffers.
-// Constants are inlined into elementwise code as immediates.
+// Constants are inlined into elementwise code as immediates. A function
+// result that one such chain reads (an optimizer's new moments, which its
+// new param reads) is computed by the chain's loop too, and stored from
+// there (BufferPlan::sideOutput): one pass over the update's operands
+// instead of one per result.
 //
 // Buffers: function results are written straight into the output tensors
 // (or into a donated input's buffer: ResultSource::donor);
-// reshapes and slices of a contiguous block alias their operand; params are
+// reshapes and slices of a contiguous block alias their operand, so does
+// a dynamic_index (the row of its operand: a layer's weights of a stacked
+// param), and so does a transpose read only by GEMMs (which read it through strides:
+// BufferPlan::strided); params are
 // read in place from the param store; every other materialised value lives
 // in the workspace at an offset chosen by a liveness-based allocator (a
 // value's bytes are reused once its last reader ran), whose high-water mark
@@ -54,22 +61,35 @@ struct Storage {
     Input,      // inputs[index]
     Output,     // outputs[index]
     Workspace,  // workspace + offset
-    Alias,      // the elements of `base`, from element `elemOffset` on (reshape, slice)
+    Alias,      // the elements of `base`, from element `elemOffset` on (reshape, slice),
+                // or from the row a dynamic_index reads (`dynamicRow`)
     Param,      // the param store's buffer, returned by gsl_rt_param
   } kind = None;
   int index = -1;
   size_t offset = 0;
   IRValue base = nullptr;
   int64_t elemOffset = 0;
+  // A dynamic_index's row of `base`, found when the op runs (its code binds
+  // the pointer: LowerLoop.cpp's emitDynamicIndex).
+  bool dynamicRow = false;
 };
 
 struct BufferPlan {
   std::vector<bool> live;       // per op: its code runs
   std::vector<bool> fallback;   // per op: run by the reference kernel (gsl_rt_eval_op)
   std::vector<bool> fused;      // per op: evaluated inline by its single consumer
+  // Per op: a side output (markSideOutputs in BufferPlan.cpp): a function
+  // result computed elementwise whose only reader is the elementwise tree
+  // of a later op of the same shape: that op's loop evaluates it inline and
+  // also stores it to its buffer; it has no loop of its own.
+  std::vector<bool> sideOutput;
   std::unordered_map<IRValue, Storage> storage;  // every argument and op result
   std::vector<size_t> temp;     // per op: byte offset of its temp space
   std::vector<std::optional<Gemm>> gemm;  // per op: contraction plan
+  // Transposes folded into the GEMMs that read them (foldTransposes in
+  // BufferPlan.cpp): the result is an Alias of the transpose's operand,
+  // read only by GEMMs, with these element strides (their plans take them).
+  std::unordered_map<IRValue, Strides> strided;
   std::vector<ResultSource> results;
   size_t peak = 0;              // workspace bytes
 };

@@ -144,7 +144,9 @@ bool hasRepeatedLabel(const std::string& s) {
 
 // Plans a two-operand einsum as a batched GEMM (the form of Kernels.cpp's
 // einsumAsMatMul); nullopt when the spec has another form.
-std::optional<Gemm> planEinsumGemm(const ir::EinsumSpec& es, const Shape& sa, const Shape& sb, const Shape& so) {
+// `stA`, `stB`: the operands' element strides (row-major when empty).
+std::optional<Gemm> planEinsumGemm(const ir::EinsumSpec& es, const Shape& sa, const Shape& sb, const Shape& so,
+                                   const Strides& stA, const Strides& stB) {
   const std::string &la = es.inputs[0], &lb = es.inputs[1], &lo = es.output;
   if (hasRepeatedLabel(la) || hasRepeatedLabel(lb)) return std::nullopt;
   auto in = [](const std::string& s, char c) { return s.find(c) != std::string::npos; };
@@ -155,14 +157,14 @@ std::optional<Gemm> planEinsumGemm(const ir::EinsumSpec& es, const Shape& sa, co
   std::map<char, int64_t> size;
   for (size_t d = 0; d < la.size(); ++d) size[la[d]] = sa[d];
   for (size_t d = 0; d < lb.size(); ++d) size[lb[d]] = sb[d];
-  auto strides = [&](const std::string& l, const Shape& s) {
+  auto strides = [&](const std::string& l, const Shape& s, const Strides& given = {}) {
     LabelStrides t;
-    Strides st = rowMajorStrides(s);
+    Strides st = given.empty() ? rowMajorStrides(s) : given;
     for (size_t d = 0; d < l.size(); ++d)
       if (s[d] != 1) t[l[d]] = st[d];
     return t;
   };
-  LabelStrides A = strides(la, sa), B = strides(lb, sb), C = strides(lo, so);
+  LabelStrides A = strides(la, sa, stA), B = strides(lb, sb, stB), C = strides(lo, so);
   // Groups (size-1 labels dropped): batch, M and N in output order, K in A's order.
   std::string batch, ms, ns, ks;
   for (char c : lo) {
@@ -279,13 +281,21 @@ void widenBF16Operands(Gemm& g, const ir::Op& op) {
 
 }  // namespace
 
-std::optional<Gemm> planGemm(const ir::Op& op, const JitOptions& opts) {
+std::optional<Gemm> planGemm(const ir::Op& op, const JitOptions& opts, const std::vector<Strides>& operandStrides) {
   std::optional<Gemm> g;
   const ir::Value* v = op.result;
-  if (op.kind == ir::OpKind::MatMul && op.operands.size() == 2)
-    g = planMatMul(op.operands[0]->type.shape, op.operands[1]->type.shape, v->type.shape);
+  auto given = [&](size_t i) { return i < operandStrides.size() ? operandStrides[i] : Strides{}; };
+  if (op.kind == ir::OpKind::MatMul && op.operands.size() == 2) {
+    const Strides sa = given(0), sb = given(1);
+    const Shape &a = op.operands[0]->type.shape, &b = op.operands[1]->type.shape;
+    if ((!sa.empty() || !sb.empty()) && (a.size() != 2 || b.size() != 2)) return std::nullopt;
+    g = planMatMul(a, b, v->type.shape);
+    if (!sa.empty()) g->rsA = sa[0], g->csA = sa[1];
+    if (!sb.empty()) g->rsB = sb[0], g->csB = sb[1];
+  }
   if (op.kind == ir::OpKind::Einsum && op.operands.size() == 2) {
-    g = planEinsumGemm(op.attrs.getEinsum("spec"), op.operands[0]->type.shape, op.operands[1]->type.shape, v->type.shape);
+    g = planEinsumGemm(op.attrs.getEinsum("spec"), op.operands[0]->type.shape, op.operands[1]->type.shape, v->type.shape,
+                       given(0), given(1));
   }
   // vdpbf16ps on the bf16 elements: its packing reads any strides, so
   // there is nothing to choose (no swap, no packing of ours). Except for

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "backend/jit/JitOptions.h"
 #include "backend/jit/Strides.h"
@@ -83,6 +84,11 @@ inline int64_t kernelCols(int vw) { return 2 * (int64_t)vw; }
 // The GEMM plan of `op` with its code chosen for `opts` (vectorWidth
 // resolved): matmul always, a two-operand einsum when its spec has the
 // form of one (Kernels.cpp's einsumAsMatMul), nullopt otherwise.
-std::optional<Gemm> planGemm(const ir::Op& op, const JitOptions& opts);
+// `operandStrides[i]`, when given and not empty: the element strides
+// operand i is read with from its buffer (a transpose the buffer planner
+// folded into this GEMM, BufferPlan::strided), instead of its row-major
+// ones; a matmul takes them only with two 2-D operands (nullopt else).
+std::optional<Gemm> planGemm(const ir::Op& op, const JitOptions& opts,
+                             const std::vector<Strides>& operandStrides = {});
 
 }  // namespace gsl::backend::jit

@@ -75,6 +75,7 @@ void Emitter::bindStorage(IRValue v) {
       ptrs_[v] = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), workspace_, s.offset, "buf");
       break;
     case Storage::Alias:
+      if (s.dynamicRow) break;  // bound by the dynamic_index's code
       ptrs_[v] = s.elemOffset ? b_.CreateConstInBoundsGEP1_64(i32_, ptr(s.base), s.elemOffset, "view")
                               : ptr(s.base);
       break;

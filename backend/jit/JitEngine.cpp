@@ -146,6 +146,7 @@ std::string optionsText(const JitOptions& o) {
   for (ir::OpKind k : o.fallbackOps) s += std::to_string(int(k)) + ",";
   s += ";opt=" + std::to_string(o.optLevel) + ";codegen=" + std::to_string(o.codegenLevel);
   if (o.bf16Dot > 0) s += ";bf16dot";
+  if (o.profileKernels) s += ";profile";
   return s;
 }
 
@@ -705,6 +706,7 @@ class JitEngine : public Engine {
     jit::CallContext rc;
     rc.kctx = &ctx_;
     rc.fn = &f;
+    rc.root = &f;
     if (c->fn(inputs.data(), outputs.data(), workspace(c->peakBytes), &rc) != 0) {
       GSL_ASSERT(rc.error, "jit: compiled code failed without an error");
       std::rethrow_exception(rc.error);

@@ -45,6 +45,7 @@ JitOptions jitOptionsFromEnvironment() {
   if (const char* e = std::getenv("GSL_JIT_BF16")) {  // "portable": no vdpbf16ps
     if (std::strcmp(e, "portable") == 0) o.bf16Dot = 0;
   }
+  if (const char* e = std::getenv("GSL_JIT_PROFILE")) o.profileKernels = std::strcmp(e, "1") == 0;
   return o;
 }
 

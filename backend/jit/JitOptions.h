@@ -47,6 +47,9 @@ struct JitOptions {
   // when the host CPU has AVX512_BF16), 0 never, 1 is narrowed to the host
   // as vectorWidth is. Code generation takes the resolved 0 or 1.
   int bf16Dot = -1;
+  // The op timer (KernelProfile.h): a time-stamp counter read before and
+  // after every op's code, reported to gsl_rt_profile. Off: no timer code.
+  bool profileKernels = false;
 
   bool operator==(const JitOptions&) const = default;
 };
@@ -56,7 +59,8 @@ struct JitOptions {
 // names are ignored) and GSL_JIT_VECTOR_WIDTH (4, 8 or 16; other values
 // are ignored), GSL_JIT_OPT (1, 2 or 3) and GSL_JIT_CODEGEN (0 to 3; see
 // optLevel and codegenLevel), GSL_JIT_COMPILE_THREADS (1 to 64) and
-// GSL_JIT_BF16 (`portable`: bf16Dot = 0). Benchmarking and testing knobs.
+// GSL_JIT_BF16 (`portable`: bf16Dot = 0) and GSL_JIT_PROFILE (`1`:
+// profileKernels). Benchmarking and testing knobs.
 JitOptions jitOptionsFromEnvironment();
 
 }  // namespace gsl::backend

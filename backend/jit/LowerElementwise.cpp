@@ -39,7 +39,21 @@ void OpLowering::treeLeavesOf(IRValue v, std::vector<IRValue>& leaves) {
 
 bool OpLowering::isFused(IRValue v) {
   auto it = defIndex_.find(v);
-  return it != defIndex_.end() && plan_.fused[it->second];
+  return it != defIndex_.end() && (plan_.fused[it->second] || plan_.sideOutput[it->second]);
+}
+
+bool OpLowering::isSideOutput(IRValue v) {
+  auto it = defIndex_.find(v);
+  return it != defIndex_.end() && plan_.sideOutput[it->second];
+}
+
+// The side outputs in `op`'s fused tree.
+void OpLowering::sideOutputsOf(const ir::Op& op, std::vector<IRValue>& out) {
+  for (IRValue v : op.operands) {
+    if (!v->def || !isFused(v)) continue;
+    if (isSideOutput(v)) out.push_back(v);
+    sideOutputsOf(*v->def, out);
+  }
 }
 
 llvm::Value* OpLowering::evalValue(IRValue v, const LeafOffsets& offs) {
@@ -52,7 +66,12 @@ llvm::Value* OpLowering::evalValue(IRValue v, const LeafOffsets& offs) {
   if (it != offs.end() && v->type.dtype == DType::BF16) return widenBF16(loadIn(i16_, ptr(v), it->second));
   if (it != offs.end()) return loadIn(elemType(v->type.dtype), ptr(v), it->second);
   GSL_ASSERT(v->def && isFused(v), "jit: tree operand is neither a leaf nor fused");
-  return evalOp(*v->def, offs);
+  llvm::Value* r = evalOp(*v->def, offs);
+  if (isSideOutput(v)) {
+    GSL_ASSERT(treeOutOffset_, "jit: a side output outside an elementwise loop");
+    store(r, ptr(v), treeOutOffset_);
+  }
+  return r;
 }
 
 // The value of a tree's op at the current index. bf16 values are carried
@@ -278,10 +297,15 @@ void OpLowering::emitElementwise(const ir::Op& op) {
     map(space, st, [&](const std::vector<llvm::Value*>&, const std::vector<llvm::Value*>& offs) {
       LeafOffsets lo;
       for (size_t k = 0; k < leaves.size(); ++k) lo[leaves[k]] = offs[k];
+      treeOutOffset_ = offs.back();
       llvm::Value* v = evalOp(op, lo);
+      treeOutOffset_ = nullptr;
       store(r->type.dtype == DType::BF16 ? narrowBF16(v) : v, out, offs.back());
     });
   };
+  // Side outputs are results too: streamed alike when all are aligned.
+  std::vector<IRValue> sides;
+  sideOutputsOf(op, sides);
   // A large result of the function, written once: when its buffer is
   // 64-byte aligned (results are, unless a loop writes a row of one), a
   // copy of the loop that knows it, whose vector stores become
@@ -291,9 +315,12 @@ void OpLowering::emitElementwise(const ir::Op& op) {
   auto* aligned = llvm::BasicBlock::Create(c_, "stream", fn_);
   auto* other = llvm::BasicBlock::Create(c_, "stream.unaligned", fn_);
   auto* done = llvm::BasicBlock::Create(c_, "stream.end", fn_);
-  b_.CreateCondBr(b_.CreateICmpEQ(b_.CreateAnd(b_.CreatePtrToInt(out, i64_), i64c(63)), i64c(0)), aligned, other);
+  llvm::Value* bits = b_.CreatePtrToInt(out, i64_);
+  for (IRValue sv : sides) bits = b_.CreateOr(bits, b_.CreatePtrToInt(ptr(sv), i64_));
+  b_.CreateCondBr(b_.CreateICmpEQ(b_.CreateAnd(bits, i64c(63)), i64c(0)), aligned, other);
   b_.SetInsertPoint(aligned);
   b_.CreateAlignmentAssumption(m_.getDataLayout(), out, 64);
+  for (IRValue sv : sides) b_.CreateAlignmentAssumption(m_.getDataLayout(), ptr(sv), 64);
   llvm::MDNode* scope = scope_;
   newScope(/*stream=*/true);
   body();

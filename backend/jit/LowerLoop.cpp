@@ -87,9 +87,21 @@ llvm::Value* LoopLowering::rowIndex(Emitter& e, const ir::Op& op, IRValue index,
 void LoopLowering::emitDynamicIndex(Emitter& e, const ir::Op& op) {
   IRValue x = op.operands[0];
   const int64_t rows = x->type.shape[0], row = op.result->type.numElements();
+  const int64_t rowBytes = row * ir::dtypeBytes(x->type.dtype);
+  if (e.plan_.storage.at(op.result).kind == Storage::Alias) {
+    // A view of the row (BufferPlan: Storage::dynamicRow): its pointer,
+    // computed before the range check so that it dominates every reader;
+    // an index out of range reports the error and never reaches them.
+    llvm::Value* i = e.b_.CreateSExt(e.loadIn(e.i32_, e.ptr(op.operands[1]), e.i64c(0)), e.i64_);
+    e.ptrs_[op.result] = e.b_.CreateGEP(e.b_.getInt8Ty(), e.ptr(x), e.b_.CreateMul(i, e.i64c(rowBytes)), "row");
+    llvm::BasicBlock* done = nullptr;
+    rowIndex(e, op, op.operands[1], rows, done);
+    e.b_.CreateBr(done);
+    e.b_.SetInsertPoint(done);
+    return;
+  }
   llvm::BasicBlock* done = nullptr;
   llvm::Value* i = rowIndex(e, op, op.operands[1], rows, done);
-  const int64_t rowBytes = row * ir::dtypeBytes(x->type.dtype);
   llvm::Value* src = e.gep(e.b_.getInt8Ty(), e.ptr(x), e.b_.CreateMul(i, e.i64c(rowBytes)));
   e.b_.CreateMemCpy(e.ptr(op.result), llvm::Align(2), src, llvm::Align(2), e.i64c(rowBytes));
   e.b_.CreateBr(done);
@@ -141,6 +153,7 @@ extern "C" int32_t gsl_rt_loop(void* ctx, int64_t opIndex, void* bodyPtr, const 
     CallContext child;
     child.kctx = c->kctx;
     child.fn = &body;
+    child.root = c->root;
     // The carried values: the current ones (read by the body) and the next
     // (written by it), swapped after each iteration.
     std::vector<Buffer> cur, next;

@@ -53,6 +53,7 @@ class OpLowering : public GemmEmitter {
   // -------------------------------------------------------------- kernels (Outlining.cpp)
 
   bool inKernel(const ir::Op& op);
+  bool timed(const ir::Op& op, bool kernel) const;
   void kernelBuffers(IRValue v, std::vector<IRValue>& out);
   void emitKernelCall(const ir::Op& op);
   llvm::Function* dedupKernel(llvm::Function* k);
@@ -67,7 +68,12 @@ class OpLowering : public GemmEmitter {
 
   void treeLeaves(const ir::Op& op, std::vector<IRValue>& leaves);
   void treeLeavesOf(IRValue v, std::vector<IRValue>& leaves);
-  bool isFused(IRValue v);
+  bool isFused(IRValue v);  // fused into its reader, or a side output (BufferPlan::sideOutput)
+  bool isSideOutput(IRValue v);
+  // Side outputs of the elementwise tree being emitted are stored at this
+  // offset (the root's: they have its shape).
+  llvm::Value* treeOutOffset_ = nullptr;
+  void sideOutputsOf(const ir::Op& op, std::vector<IRValue>& out);
 
   // Element offsets of the leaves at the current index.
   using LeafOffsets = std::unordered_map<IRValue, llvm::Value*>;

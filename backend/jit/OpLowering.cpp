@@ -122,14 +122,40 @@ void OpLowering::lower(const std::string& symbol) {
   beginFunction(symbol);
   for (size_t i = 0; i < f_.ops.size(); ++i) {
     if (!plan_.live[i] || plan_.fused[i]) continue;
+    if (plan_.sideOutput[i]) {  // stored by the loop it is fused into
+      bindStorage(f_.ops[i]->result);
+      continue;
+    }
     opIndex_ = (int64_t)i;
     newScope();
     const ir::Op& op = *f_.ops[i];
     bindStorage(op.result);
-    if (inKernel(op)) emitKernelCall(op);
+    const bool kernel = inKernel(op);
+    llvm::Value* t0 = timed(op, kernel) ? b_.CreateIntrinsic(llvm::Intrinsic::readcyclecounter, {}, {}) : nullptr;
+    if (kernel) emitKernelCall(op);
     else emitOp(op);
+    if (t0) {
+      llvm::Value* t1 = b_.CreateIntrinsic(llvm::Intrinsic::readcyclecounter, {}, {});
+      b_.CreateCall(helper("gsl_rt_profile", b_.getVoidTy(), {ptr_, i64_, i64_}),
+                    {ctx_, i64c(opIndex_), b_.CreateSub(t1, t0)});
+    }
   }
   finishFunction();
+}
+
+// Whether the op timer (JitOptions::profileKernels) times `op`: every op
+// with code of its own (a kernel, or a helper call: collectives, the
+// fallback, random numbers), but not a param (a pointer lookup) or a loop
+// (its body's ops are timed).
+bool OpLowering::timed(const ir::Op& op, bool kernel) const {
+  if (!opts_.profileKernels) return false;
+  switch (op.kind) {
+    case OpKind::Param: case OpKind::Loop: return false;
+    case OpKind::Constant: case OpKind::Reshape: case OpKind::Slice: case OpKind::Transpose:
+    case OpKind::DynamicIndex:
+      return kernel;
+    default: return true;
+  }
 }
 
 // The code of `op` at the builder's position (its result's storage
@@ -157,7 +183,9 @@ void OpLowering::emitOp(const ir::Op& op) {
     case OpKind::Softmax: case OpKind::LogSoftmax: return emitSoftmax(op);
     case OpKind::LayerNorm: return emitLayerNorm(op);
     case OpKind::CumSum: return emitCumSum(op);
-    case OpKind::Transpose: return emitTranspose(op);
+    case OpKind::Transpose:  // folded into the GEMMs that read it (BufferPlan::strided): no code
+      if (s.kind != Storage::Alias) emitTranspose(op);
+      return;
     case OpKind::Concat: return emitConcat(op);
     case OpKind::OneHot: return emitOneHot(op);
     case OpKind::Take: return emitTake(op);

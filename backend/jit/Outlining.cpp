@@ -47,7 +47,8 @@ bool OpLowering::inKernel(const ir::Op& op) {
     // already (LowerLoop.cpp), run by a runtime helper.
     case OpKind::Loop: return false;
     case OpKind::Constant: return s.kind != Storage::None;
-    case OpKind::Reshape: case OpKind::Slice: return s.kind != Storage::Alias;
+    case OpKind::Reshape: case OpKind::Slice: case OpKind::Transpose: case OpKind::DynamicIndex:
+      return s.kind != Storage::Alias;
     default: break;
   }
   return op.info().cls != OpClass::Collective;
@@ -59,7 +60,7 @@ void OpLowering::kernelBuffers(IRValue v, std::vector<IRValue>& out) {
   if (std::find(out.begin(), out.end(), v) != out.end()) return;
   if (plan_.storage.at(v).kind != Storage::None) {
     out.push_back(v);
-    return;
+    if (!isSideOutput(v)) return;  // a side output is written here, from its operands
   }
   if (v->def && isFused(v))
     for (IRValue o : v->def->operands) kernelBuffers(o, out);

@@ -1,6 +1,7 @@
 // extern "C" helpers called from JIT-compiled code (see Runtime.h).
 #include "backend/jit/Runtime.h"
 #include "backend/jit/BF16Gemm.h"
+#include "backend/jit/KernelProfile.h"
 #include "backend/jit/LowerLoop.h"
 
 // GCC 12 reports a spurious -Wmaybe-uninitialized inside Eigen's AVX-512
@@ -79,6 +80,7 @@ std::vector<std::pair<std::string, void*>> runtimeSymbols() {
       {"gsl_rt_gelu", (void*)&gsl_rt_gelu},
       {"gsl_rt_sigmoid", (void*)&gsl_rt_sigmoid},
       {"gsl_rt_loop", (void*)&gsl_rt_loop},
+      {"gsl_rt_profile", (void*)&gsl_rt_profile},
       // The C library functions LLVM lowers intrinsics and idioms to
       // (llvm.exp.f32 -> expf, frem -> fmodf, loop idioms -> memcpy/memset).
       {"expf", (void*)static_cast<float (*)(float)>(&::expf)},

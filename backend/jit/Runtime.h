@@ -25,6 +25,10 @@ namespace gsl::backend::jit {
 struct CallContext {
   const KernelContext* kctx = nullptr;
   const ir::Function* fn = nullptr;
+  // The function the host called (`fn` itself, or the function whose loop
+  // runs `fn` as its body): names the calls in the op timer's table
+  // (KernelProfile.h).
+  const ir::Function* root = nullptr;
   std::exception_ptr error;  // set by a helper that returned a nonzero status
 };
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 
+#include "backend/jit/BufferPlan.h"
 #include "jit_test_util.h"
 
 using namespace jittest;
@@ -158,5 +159,56 @@ TEST_CASE("jit memory: no donation where another tensor holds the buffer, or whe
     const Tensor got = makeJitEngine({}, testOptions())->call(b.f, args, dx).at(0);
     CHECK(got.raw() != args[0].raw());
     compareTensors(got, want, "x + broadcast(x[1])");
+  }
+}
+
+// Side outputs (BufferPlan::sideOutput): Adam's m' and v' are stored by the
+// loop of p' = p - lr m' / (sqrt(v') + eps), which reads both: one loop for
+// the three results, the interpreter's numbers, and donation into p, m and
+// v as before. A result read by an op of another shape (a broadcast), or
+// by two ops, keeps its own loop.
+TEST_CASE("jit memory: an Adam update's three results in one loop") {
+  const TensorType s{DType::F32, {}};
+  Builder b;
+  Value* mv = b.arg(randF32({kN}, -1, 1, 11));
+  Value* vv = b.arg(randF32({kN}, 0, 1, 12));
+  Value* gv = b.arg(randF32({kN}, -1, 1, 13));
+  Value* w = b.typed(OpKind::Param, attrs({{"name", std::string("w")}}), mv->type);
+  auto c = [&](double x) { return b.constant(x, s); };
+  Value* m2 = b.op(OpKind::Add, {b.op(OpKind::Mul, {c(0.9), mv}), b.op(OpKind::Mul, {c(0.1), gv})});
+  Value* v2 = b.op(OpKind::Add, {b.op(OpKind::Mul, {c(0.999), vv}),
+                                 b.op(OpKind::Mul, {c(0.001), b.op(OpKind::Mul, {gv, gv})})});
+  Value* den = b.op(OpKind::Add, {b.op(OpKind::Sqrt, {v2}), c(1e-8)});
+  Value* w2 = b.op(OpKind::Sub, {w, b.op(OpKind::Mul, {c(0.01), b.op(OpKind::Div, {m2, den})})});
+  b.f.results = {w2, m2, v2};
+  std::map<std::string, Tensor> params{{"w", randF32({kN}, -1, 1, 14)}};
+  const KernelContext ctx = paramContext(params);
+  b.check(b.f.results, ctx);
+  const backend::jit::BufferPlan p = backend::jit::planBuffers(b.f, testOptions());
+  size_t loops = 0;
+  for (size_t i = 0; i < b.f.ops.size(); ++i) {
+    const ir::Op& op = *b.f.ops[i];
+    if (op.result == m2 || op.result == v2) CHECK(p.sideOutput[i]);
+    if (p.live[i] && !p.fused[i] && !p.sideOutput[i] && op.kind != OpKind::Param && op.kind != OpKind::Constant) loops++;
+  }
+  CHECK(loops == 1);
+  const std::vector<DonorInput> donors = jitPlannedDonors(b.f, testOptions());
+  REQUIRE(donors.size() == 3);
+  CHECK(donors[0].param == "w");
+  CHECK(donors[1].arg == 0);
+  CHECK(donors[2].arg == 1);
+
+  // The only reader is a reduction, or an op of another shape (a
+  // broadcast): no side outputs.
+  for (int variant = 0; variant < 2; ++variant) {
+    Builder b2;
+    Value* m = b2.arg(randF32({64, 32}, -1, 1, 15));
+    Value* z = b2.arg(randF32({2, 64, 32}, -1, 1, 16));
+    Value* m2b = b2.op(OpKind::Mul, {m, m});
+    Value* r = variant == 0 ? b2.op(OpKind::Sum, {m2b}, attrs({{"axis", Ints{0}}}))
+                            : b2.op(OpKind::Add, {b2.op(OpKind::Broadcast, {m2b}, attrs({{"shape", Ints{2, 64, 32}}})), z});
+    b2.check({r, m2b});
+    const backend::jit::BufferPlan p2 = backend::jit::planBuffers(b2.f, testOptions());
+    for (size_t i = 0; i < b2.f.ops.size(); ++i) CHECK_FALSE(p2.sideOutput[i]);
   }
 }

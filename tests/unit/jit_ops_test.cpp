@@ -2,8 +2,10 @@
 // interpreter (the numeric oracle) on the same inputs and compared.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <limits>
 
+#include "backend/jit/BufferPlan.h"
 #include "jit_test_util.h"
 
 using namespace jittest;
@@ -374,5 +376,90 @@ TEST_CASE("jit: take reports an index out of range like the interpreter") {
     } catch (const RuntimeError& e) {
       CHECK(std::string(e.what()) == expect);
     }
+  }
+}
+
+// A transpose read only by GEMMs is folded into them (BufferPlan::strided):
+// no copy, the GEMM reads its operand with the permuted strides. The
+// backward pass's dy @ transpose(w) and transpose(x) @ dy, einsums of a
+// transposed operand, and a transpose with another reader (copied).
+// Whether the options let a transpose fold into a contraction of kind k:
+// the generated kernel runs it (not GSL_JIT_GEMM=eigen) and neither op is
+// sent to the reference kernel (GSL_JIT_FALLBACK).
+static bool foldable(OpKind k) {
+  const JitOptions& o = testOptions();
+  auto fallback = [&](OpKind x) { return std::find(o.fallbackOps.begin(), o.fallbackOps.end(), x) != o.fallbackOps.end(); };
+  return o.gemm != JitOptions::GemmCode::Eigen && !fallback(k) && !fallback(OpKind::Transpose);
+}
+
+TEST_CASE("jit: matmul and einsum reading transposes folded into them") {
+  struct Case {
+    Shape a, b;
+    bool transA, transB;
+  };
+  const std::vector<Case> cases = {
+      {{64, 96}, {80, 96}, false, true},    // dy @ w^T: B read through packed panels
+      {{96, 64}, {96, 80}, true, false},    // x^T @ dy: A by columns
+      {{96, 64}, {80, 96}, true, true},     // both
+      {{7, 33}, {5, 33}, false, true},      // small: loops, not folded
+      {{300, 200}, {130, 200}, false, true},  // K blocks, edge panels
+  };
+  for (const Case& c : cases) {
+    const std::string what =
+        ir::shapeStr(c.a) + (c.transA ? "^T" : "") + " @ " + ir::shapeStr(c.b) + (c.transB ? "^T" : "");
+    INFO(what);
+    for (bool ints : {true, false}) {
+      Builder b;
+      Value* x = b.arg(ints ? randIntF32(c.a, -4, 4, 21) : randF32(c.a, -2, 2, 22));
+      Value* y = b.arg(ints ? randIntF32(c.b, -4, 4, 23) : randF32(c.b, -2, 2, 24));
+      Value* xa = c.transA ? b.op(OpKind::Transpose, {x}, attrs({{"perm", Ints{1, 0}}})) : x;
+      Value* yb = c.transB ? b.op(OpKind::Transpose, {y}, attrs({{"perm", Ints{1, 0}}})) : y;
+      Value* mm = b.op(OpKind::MatMul, {xa, yb});
+      Value* r = b.op(OpKind::Tanh, {mm});
+      b.check1(r, {}, /*normwise=*/!ints);
+      const backend::jit::BufferPlan p = backend::jit::planBuffers(b.f, testOptions());
+      const bool big = c.a[0] * c.a[1] * c.b[0] > testOptions().dotLoopMacs && foldable(OpKind::MatMul);
+      if (c.transA) CHECK(p.strided.count(xa) == big);
+      if (c.transB) CHECK(p.strided.count(yb) == big);
+    }
+  }
+  // An einsum reading a transposed operand, and a transpose that an
+  // elementwise op reads too (materialised, for both).
+  Builder b;
+  Value* x = b.arg(randF32({48, 40, 2}, -2, 2, 25));
+  Value* w = b.arg(randF32({40, 64}, -2, 2, 26));
+  Value* xt = b.op(OpKind::Transpose, {x}, attrs({{"perm", Ints{2, 0, 1}}}));  // [2, 48, 40]
+  Value* e = b.op(OpKind::Einsum, {xt, w}, attrs({{"spec", ir::einsumSpec("bmk,kn->bmn", 2)}}));
+  Value* wt = b.op(OpKind::Transpose, {w}, attrs({{"perm", Ints{1, 0}}}));  // [64, 40]
+  Value* m = b.op(OpKind::MatMul, {b.op(OpKind::Reshape, {e}, attrs({{"shape", Ints{96, 64}}})), wt});
+  Value* s = b.op(OpKind::Add, {wt, wt});
+  b.check({m, s}, {}, /*normwise=*/true);
+  const backend::jit::BufferPlan p = backend::jit::planBuffers(b.f, testOptions());
+  CHECK(p.strided.count(xt) == foldable(OpKind::Einsum));
+  CHECK(p.strided.count(wt) == 0);
+}
+
+// dynamic_index reads its row in place (Storage::dynamicRow): a layer's
+// weights of a stacked param, read by a matmul, through a transpose folded
+// into another, and by an elementwise op; a row that is a result is
+// copied. (The index is a loop's counter: out of range is an internal
+// error, checked before any reader runs.)
+TEST_CASE("jit: dynamic_index rows read in place by matmul and elementwise ops") {
+  for (int32_t i : {0, 2, 3}) {
+    Builder b;
+    Value* w = b.arg(randF32({4, 40, 48}, -1, 1, 31));
+    Value* x = b.arg(randF32({64, 40}, -1, 1, 32));
+    Value* dy = b.arg(randF32({64, 48}, -1, 1, 33));
+    Value* idx = b.arg(i32({}, {i}));
+    Value* wl = b.op(OpKind::DynamicIndex, {w, idx});  // [40, 48]
+    Value* y = b.op(OpKind::MatMul, {x, wl});
+    Value* dx = b.op(OpKind::MatMul, {dy, b.op(OpKind::Transpose, {wl}, attrs({{"perm", Ints{1, 0}}}))});
+    Value* s = b.op(OpKind::Mul, {wl, wl});
+    Value* row = b.op(OpKind::DynamicIndex, {w, idx});
+    b.check({y, dx, s, row}, {}, /*normwise=*/true);
+    const backend::jit::BufferPlan p = backend::jit::planBuffers(b.f, testOptions());
+    CHECK(p.storage.at(wl).kind == backend::jit::Storage::Alias);
+    CHECK(p.storage.at(wl).dynamicRow);
+    CHECK(p.storage.at(row).kind == backend::jit::Storage::Output);
   }
 }

@@ -113,10 +113,13 @@ TEST_CASE("jit options: the GSL_JIT_* variables, read at the edge") {
   env.set("GSL_JIT_GEMM", "loops");
   env.set("GSL_JIT_FALLBACK", "einsum,no_such_op,mul");
   env.set("GSL_JIT_VECTOR_WIDTH", "4");
+  env.set("GSL_JIT_PROFILE", "1");
   JitOptions o = jitOptionsFromEnvironment();
   CHECK(o.gemm == JitOptions::GemmCode::Loops);
   CHECK(o.fallbackOps == std::vector<OpKind>{OpKind::Einsum, OpKind::Mul});
   CHECK(o.vectorWidth == 4);
+  CHECK(o.profileKernels);
+  env.set("GSL_JIT_PROFILE", nullptr);
 
   env.set("GSL_JIT_GEMM", "eigen");
   env.set("GSL_JIT_FALLBACK", nullptr);
