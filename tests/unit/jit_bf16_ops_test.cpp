@@ -21,18 +21,6 @@ using namespace jittest;
 
 namespace {
 
-Tensor toBF16(const Tensor& f) {
-  Tensor t(TensorType{DType::BF16, f.shape()});
-  narrowBF16(f.f32(), t.bf16(), f.size());
-  return t;
-}
-
-Tensor widen(const Tensor& h) {
-  Tensor t(TensorType{DType::F32, h.shape()});
-  widenBF16(h.bf16(), t.f32(), h.size());
-  return t;
-}
-
 // bf16 values with the edges in: zeros of both signs, NaN, infinities,
 // negatives (log, sqrt and pow of them are NaN), tiny and large values.
 Tensor edgy(const Shape& s, uint32_t seed) {
@@ -112,8 +100,8 @@ TEST_CASE("jit bf16: softmax, log_softmax and layer_norm are the f32 path's valu
   const Tensor ys = toBF16(randF32({6, 7, 37}, -30, 30, 52));  // finite, wide: exp underflows in places
   Value* hx = hb.arg(xs);
   Value* hy = hb.arg(ys);
-  Value* fx = fb.arg(widen(xs));
-  Value* fy = fb.arg(widen(ys));
+  Value* fx = fb.arg(widenToF32(xs));
+  Value* fy = fb.arg(widenToF32(ys));
   auto build = [](Builder& b, Value* x, Value* y) {
     std::vector<Value*> r;
     for (int64_t axis : {-1, 1, 0}) {

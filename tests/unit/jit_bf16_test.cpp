@@ -34,12 +34,6 @@ using namespace jittest;
 
 namespace {
 
-Tensor toBF16(const Tensor& f) {
-  Tensor t(TensorType{DType::BF16, f.shape()});
-  narrowBF16(f.f32(), t.bf16(), f.size());
-  return t;
-}
-
 // Elements the same bits (a zero's sign included) or both NaN, or (when
 // `ulps`) within one bf16 step of the larger magnitude (2^-7 relative: a
 // step is 2^-7 of the value's binade).

@@ -17,6 +17,7 @@
 #include "backend/jit/JitOptions.h"
 #include "ir/Function.h"
 #include "ir/OpTable.h"
+#include "support/BF16.h"
 
 namespace jittest {
 
@@ -76,6 +77,17 @@ inline Tensor randBool(const Shape& s, uint32_t seed = 3) {
   return t;
 }
 inline Tensor f32(const Shape& s, std::vector<float> v) { return Tensor::fromF32(s, std::move(v)); }
+// f32 values rounded to bf16 (nearest even), and bf16 widened (exactly).
+inline Tensor toBF16(const Tensor& f) {
+  Tensor t(TensorType{DType::BF16, f.shape()});
+  narrowBF16(f.f32(), t.bf16(), f.size());
+  return t;
+}
+inline Tensor widenToF32(const Tensor& h) {
+  Tensor t(TensorType{DType::F32, h.shape()});
+  widenBF16(h.bf16(), t.f32(), h.size());
+  return t;
+}
 inline Tensor i32(const Shape& s, std::vector<int32_t> v) { return Tensor::fromI32(s, std::move(v)); }
 
 inline bool close(float a, float b) {
