@@ -1,5 +1,6 @@
 #include "passes/CostModel.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -34,8 +35,71 @@ static uint64_t opFlops(const Op& op) {
   }
 }
 
-Cost estimateCost(const Module& m, const Function& f) {
+// The m, n, k and batch count of a contraction's products (an einsum's
+// letters: in both operands and the result = batch; in one operand and
+// the result = m or n; in no result = k). False for an einsum of other
+// than two operands.
+static bool gemmDims(const Op& op, int64_t& m, int64_t& n, int64_t& k, int64_t& batch) {
+  const Shape& out = op.result->type.shape;
+  if (op.kind == OpKind::MatMul) {
+    const Shape& a = op.operands[0]->type.shape;
+    k = a.empty() ? 1 : a.back();
+    n = out.empty() ? 1 : out.back();
+    m = out.size() >= 2 && a.size() >= 2 ? out[out.size() - 2] : 1;
+    const int64_t all = op.result->type.numElements();
+    batch = m * n > 0 ? all / (m * n) : 0;
+    return true;
+  }
+  const EinsumSpec& es = op.attrs.getEinsum("spec");
+  if (es.inputs.size() != 2) return false;
+  std::map<char, int64_t> size;
+  for (size_t i = 0; i < 2; ++i)
+    for (size_t d = 0; d < es.inputs[i].size(); ++d) size[es.inputs[i][d]] = op.operands[i]->type.shape[d];
+  m = n = k = batch = 1;
+  for (auto [c, s] : size) {
+    const bool inA = es.inputs[0].find(c) != std::string::npos, inB = es.inputs[1].find(c) != std::string::npos,
+               inOut = es.output.find(c) != std::string::npos;
+    if (inOut && inA && inB) batch *= s;
+    else if (inOut && inA) m *= s;
+    else if (inOut) n *= s;
+    else k *= s;
+  }
+  return true;
+}
+
+double opSeconds(const Module& mod, const Op& op, const MachineModel& machine) {
+  (void)mod;
+  const uint64_t flops = opFlops(op);
+  if (op.info().cls == OpClass::Contraction) {
+    int64_t m = 0, n = 0, k = 0, batch = 0;
+    const GemmClass c = gemmDims(op, m, n, k, batch) ? gemmClassOf(m, n, k) : GemmClass::Small;
+    return (double)flops / machine.gemmFlopsPerS[(int)c] + machine.opOverheadS;
+  }
+  switch (op.info().cls) {
+    case OpClass::Unary:
+    case OpClass::Binary:
+    case OpClass::Ternary:
+    case OpClass::Reduction:
+    case OpClass::Normalization:
+    case OpClass::DataMovement:
+    case OpClass::Random: {
+      // A copy of the global program is an annotation, a reshape a view.
+      if (op.kind == OpKind::Copy || op.kind == OpKind::Reshape) return 0;
+      double s = (double)flops / machine.elementwiseFlopsPerS;
+      if (machine.memoryBytesPerS > 0) {
+        uint64_t moved = bytesOf(op.result->type);
+        for (const Value* v : op.operands) moved += bytesOf(v->type);
+        s = std::max(s, (double)moved / machine.memoryBytesPerS);
+      }
+      return s + machine.opOverheadS;
+    }
+    default: return 0;
+  }
+}
+
+Cost estimateCost(const Module& m, const Function& f, const MachineModel& machine) {
   Cost c;
+  c.callSeconds = machine.callOverheadS;
   std::set<std::string> params;
   std::map<const Value*, size_t> lastUse;
   for (size_t i = 0; i < f.ops.size(); ++i)
@@ -47,16 +111,20 @@ Cost estimateCost(const Module& m, const Function& f) {
   for (size_t i = 0; i < f.ops.size(); ++i) {
     const Op& op = *f.ops[i];
     c.flops += opFlops(op);  // 0 for a loop
+    (op.info().cls == OpClass::Contraction ? c.gemmSeconds : c.otherSeconds) += opSeconds(m, op, machine);
     if (op.body) {
       // A loop: its body's flops and collectives once per iteration; what
       // its body holds beyond its arguments (they are the loop's operands,
       // already live here or params) on top of the values live here and the
       // loop's results.
-      const Cost b = estimateCost(m, *op.body);
+      const Cost b = estimateCost(m, *op.body, machine);
       uint64_t bodyArgs = 0;
       for (const Value* a : op.body->args) bodyArgs += bytesOf(a->type);
       const uint64_t trip = (uint64_t)op.attrs.getInt("trip");
       c.flops += b.flops * trip;
+      c.gemmSeconds += b.gemmSeconds * (double)trip;
+      c.otherSeconds += b.otherSeconds * (double)trip;
+      c.collectiveSeconds += b.collectiveSeconds * (double)trip;
       for (const auto& [k, v] : b.collectives) {
         c.collectives[k].calls += v.calls * trip;
         c.collectives[k].bytes += v.bytes * trip;
@@ -77,8 +145,10 @@ Cost estimateCost(const Module& m, const Function& f) {
           for (auto a : op.attrs.getInts("axes")) n *= (uint64_t)mesh->axes[a].size;
       }
       auto& cc = c.collectives[op.kind];
+      const uint64_t sent = volume(n, bytesOf(op.operands[0]->type));
       cc.calls += 1;
-      cc.bytes += volume(n, bytesOf(op.operands[0]->type));
+      cc.bytes += sent;
+      c.collectiveSeconds += machine.collectiveSeconds(op.kind, 1, sent);
     }
     c.peakActivationBytes = std::max(c.peakActivationBytes, live);
     // Free operands (and the result, if unused) after their last use.
@@ -98,7 +168,13 @@ nlohmann::ordered_json costJson(const Cost& c) {
   return {{"flops", c.flops},
           {"param_bytes", c.paramBytes},
           {"peak_activation_bytes", c.peakActivationBytes},
-          {"collectives", std::move(collectives)}};
+          {"collectives", std::move(collectives)},
+          {"predicted_seconds",
+           {{"gemm", c.gemmSeconds},
+            {"other", c.otherSeconds},
+            {"call", c.callSeconds},
+            {"collectives", c.collectiveSeconds},
+            {"total", c.seconds()}}}};
 }
 
 }  // namespace gsl::passes

@@ -409,20 +409,6 @@ std::string showBlocks(const std::string& title, const ir::TensorType& t, const 
 
 // ------------------------------------------------------------------ costs
 
-std::string machineModelLine() {
-  return "machine model: " + std::to_string((int)(kFlopsPerS / 1e9)) + " GFLOP/s per rank, " +
-         std::to_string((int)(kLinkBytesPerS / 1e9)) + " GB/s per link, " + std::to_string((int)(kLatencyS * 1e6)) +
-         " us latency per collective call\n";
-}
-
-double computeSeconds(const passes::Cost& c) { return (double)c.flops / kFlopsPerS; }
-
-double collectiveSeconds(const passes::Cost& c) {
-  double s = 0;
-  for (const auto& [k, v] : c.collectives) s += (double)v.calls * kLatencyS + (double)v.bytes / kLinkBytesPerS;
-  return s;
-}
-
 namespace {
 
 std::string seconds(double s) {
@@ -470,9 +456,9 @@ std::string costTable(const std::vector<const passes::Cost*>& costs, const std::
       for (const auto& [k, v] : c.collectives) b += v.bytes;
       return bytes(b);
     });
-  row("time: compute", [](const passes::Cost& c) { return seconds(computeSeconds(c)); });
-  row("time: collectives", [](const passes::Cost& c) { return seconds(collectiveSeconds(c)); });
-  row("estimated time", [](const passes::Cost& c) { return seconds(computeSeconds(c) + collectiveSeconds(c)); });
+  row("time: compute", [](const passes::Cost& c) { return seconds(c.computeSeconds()); });
+  row("time: collectives", [](const passes::Cost& c) { return seconds(c.collectiveSeconds); });
+  row("estimated time", [](const passes::Cost& c) { return seconds(c.seconds()); });
 
   std::vector<size_t> w(rows[0].size(), 0);
   for (const auto& r : rows)

@@ -64,14 +64,6 @@ bool sameLayout(const std::optional<ir::Sharding>& a, const std::optional<ir::Sh
 std::string showBlocks(const std::string& title, const ir::TensorType& t, const std::optional<ir::Sharding>& s,
                        const ir::Module& m, bool color);
 
-// The machine model of :cost and :try (per rank): compute at kFlopsPerS,
-// every collective call costs kLatencyS plus its bytes sent at kLinkBytesPerS.
-constexpr double kFlopsPerS = 100e9;
-constexpr double kLinkBytesPerS = 10e9;
-constexpr double kLatencyS = 5e-6;
-std::string machineModelLine();
-double computeSeconds(const passes::Cost& c);
-double collectiveSeconds(const passes::Cost& c);
 
 // A table of one or more costs side by side (columns headed by `heads`).
 std::string costTable(const std::vector<const passes::Cost*>& costs, const std::vector<std::string>& heads);

@@ -99,7 +99,7 @@ void Session::cost(const std::string& fn) {
   const ir::Function* f = p.global;
   const ir::Module& mod = *b->prog->module;
   auto& local = p.local;
-  passes::Cost c = passes::estimateCost(mod, *local);
+  passes::Cost c = passes::estimateCost(mod, *local, machine_);
   out_ << p.title << ", per rank (np = " << mod.np << "):\n" << costTable({&c}, {""});
   // A training step: what it holds per rank, as `gsl compile --stats
   // json`'s "training" counts it (states as the step's arguments lie, split
@@ -143,14 +143,17 @@ void Session::cost(const std::string& fn) {
       where = "included in each iteration of " + loopText(*b, nameOf(pi));
     }
     const int64_t trip = ir::LoopInfo(*loops[i]).trip;
-    passes::Cost one = passes::estimateCost(mod, *loops[i]->body);
+    passes::Cost one = passes::estimateCost(mod, *loops[i]->body, machine_);
     passes::Cost all = one;
     all.flops *= (uint64_t)trip;
+    all.gemmSeconds *= (double)trip;
+    all.otherSeconds *= (double)trip;
+    all.collectiveSeconds *= (double)trip;
     for (auto& [k, v] : all.collectives) v.calls *= (uint64_t)trip, v.bytes *= (uint64_t)trip;
     out_ << "inside " << loopText(*b, loop) << ", " << where << ": per iteration x " << trip << "\n"
          << costTable({&one, &all}, {"per iteration", "x " + std::to_string(trip)});
   }
-  out_ << machineModelLine();
+  out_ << machine_.describe();
 }
 
 void Session::ir(const std::string& fn) {

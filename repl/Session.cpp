@@ -10,6 +10,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "backend/jit/ObjectCache.h"
 #include "frontend/AST.h"
 #include "passes/Pipeline.h"
 #include "repl/CallPaths.h"
@@ -82,7 +83,11 @@ void Build::printDiagnostics(std::ostream& os) const {
 // ------------------------------------------------------------------ Session
 
 Session::Session(std::ostream& out, bool color, int64_t np, std::map<std::string, int64_t> defines)
-    : out_(out), color_(color), np_(np), defines_(std::move(defines)) {
+    : out_(out),
+      color_(color),
+      np_(np),
+      machine_(passes::loadMachineModel(passes::machineModelDir(backend::defaultCompileCacheDir()), "threads")),
+      defines_(std::move(defines)) {
   refreshNames();
 }
 

@@ -46,6 +46,7 @@
 
 #include "frontend/Frontend.h"
 #include "ir/Module.h"
+#include "passes/MachineModel.h"
 #include "runtime/HostWalk.h"
 #include "support/Diagnostics.h"
 
@@ -139,6 +140,10 @@ class Session {
   std::ostream& out_;
   bool color_;
   int64_t np_;
+  // What :cost and :try predict seconds with: the machine file `gsl
+  // calibrate` wrote beside the compile cache (threads' collectives), else
+  // the default model.
+  passes::MachineModel machine_;
   std::map<std::string, int64_t> defines_;
   std::string file_;      // "" when no file is loaded
   std::string fileText_;  // with fn main blanked

@@ -249,7 +249,7 @@ void Session::whatIf(const Build& b, const std::string& text, const std::map<std
   int unchanged = 0;
   auto compare = [&](const std::string& title, const ir::Module& mod0, const ir::Function& l0, const ir::Module& mod1,
                      const ir::Function& l1) {
-    passes::Cost c0 = passes::estimateCost(mod0, l0), c1 = passes::estimateCost(mod1, l1);
+    passes::Cost c0 = passes::estimateCost(mod0, l0, machine_), c1 = passes::estimateCost(mod1, l1, machine_);
     if (passes::costJson(c0) == passes::costJson(c1)) ++unchanged;
     else out_ << title << ", per rank (np = " << mod0.np << "):\n" << costTable({&c0, &c1}, {"before", "after"});
   };
@@ -268,7 +268,7 @@ void Session::whatIf(const Build& b, const std::string& text, const std::map<std
   if (unchanged == shown) out_ << "(no cost changed: " << shown << (shown == 1 ? " function" : " functions") << ")\n";
   else if (unchanged > 0)
     out_ << "(" << unchanged << " other " << (unchanged == 1 ? "function" : "functions") << " unchanged)\n";
-  out_ << machineModelLine();
+  out_ << machine_.describe();
 }
 
 std::string& Session::editable(const Build& b, int file, std::string& mainText,

@@ -65,6 +65,9 @@ struct RunOptions {
   // message ("--max-memory 8G", "the available memory ... over 4 ranks").
   uint64_t maxMemory = 0;
   std::string maxMemorySource;
+  // What the estimate's predicted seconds are computed with (`gsl
+  // calibrate`'s machine file, passes/MachineModel).
+  passes::MachineModel machine;
 };
 
 // What one rank of a run needs at its peak, estimated before it starts:
@@ -95,10 +98,11 @@ struct MemoryEstimate {
     uint64_t inputBytes = 0;       // the step's own inputs (the batch)
     uint64_t activationBytes = 0;  // the planner's peak workspace of the step's intermediate values
     uint64_t resultBytes = 0;      // the loss, updated params and states the step writes
-    // What one step sends per rank, by collective kind (passes/CostModel):
-    // all_reduce of the gradients, or with weight-update sharding their
-    // reduce_scatter and the new params' all_gather.
-    ir::OpKindMap<passes::CollectiveCost> collectives;
+    // The step's per-rank cost (passes/CostModel) on RunOptions::machine:
+    // its FLOPs, predicted seconds and what it sends by collective kind
+    // (all_reduce of the gradients, or with weight-update sharding their
+    // reduce_scatter and the new params' all_gather).
+    passes::Cost cost;
     SourceLoc where;
     uint64_t peak() const {
       return addBytes(addBytes(addBytes(paramBytes, stateBytes), addBytes(inputBytes, activationBytes)), resultBytes);

@@ -31,10 +31,10 @@ class MemoryWalker : public ShardingWalk {
   // `donating`: the engine writes donated inputs in place (the JIT).
   // `workspaces`: how many JIT workspaces the ranks of one process share
   // among `ranks` (see estimateMemory).
-  MemoryWalker(SpmdProgram& prog, const backend::JitOptions& jit, bool donating, int workspaces, int ranks,
-               MemoryEstimate& est)
-      : ShardingWalk(prog.programs()), jit_(jit), donating_(donating), workspaces_(workspaces), ranks_(ranks),
-        est_(est) {}
+  MemoryWalker(SpmdProgram& prog, const backend::JitOptions& jit, const passes::MachineModel& machine, bool donating,
+               int workspaces, int ranks, MemoryEstimate& est)
+      : ShardingWalk(prog.programs()), jit_(jit), machine_(machine), donating_(donating), workspaces_(workspaces),
+        ranks_(ranks), est_(est) {}
 
   void finish() {
     const ir::Module& m = programs_.module();
@@ -118,6 +118,7 @@ class MemoryWalker : public ShardingWalk {
 
  private:
   const backend::JitOptions& jit_;  // the planner's options, as the run's engine
+  const passes::MachineModel& machine_;  // the training step's predicted seconds
   bool donating_;
   int workspaces_, ranks_;
   MemoryEstimate& est_;
@@ -235,7 +236,7 @@ class MemoryWalker : public ShardingWalk {
     if (step && tr && tr->kind == ir::TrainRequest::Minimize) {
       // Its results: the loss, then each param's update (local, as its gradient), then the states.
       MemoryEstimate::TrainingStep t{0, 0, states, inputs, c.work, results, {}, th.loc};
-      t.collectives = passes::estimateCost(programs_.module(), f).collectives;
+      t.cost = passes::estimateCost(programs_.module(), f, machine_);
       for (size_t i = 1; i <= tr->params.size() && i < f.results.size(); ++i)
         t.gradBytes = addBytes(t.gradBytes, bytes(f.results[i]->type));
       c.training = t;
@@ -252,7 +253,7 @@ MemoryEstimate estimateMemory(SpmdProgram& spmd, const frontend::CheckedProgram&
   // (runtime/Fibers.h, as runRanks does), sharing that thread's workspace;
   // an MPI rank is a process of its own.
   const int ranks = opts.mpi ? 1 : (int)std::max<int64_t>(1, spmd.programs().module().np);
-  MemoryWalker w(spmd, opts.jit, opts.engine == Engine::Jit, fibers::workersFor(ranks), ranks, est);
+  MemoryWalker w(spmd, opts.jit, opts.machine, opts.engine == Engine::Jit, fibers::workersFor(ranks), ranks, est);
   if (opts.checkpointEvery > 0) w.checkpointsAt({});
   w.walk(prog.host.body);
   w.finish();

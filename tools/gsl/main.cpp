@@ -23,6 +23,7 @@
 #include "repl/Repl.h"
 #include "runtime/Host.h"
 #include "runtime/Memory.h"
+#include "runtime/Calibrate.h"
 #include "runtime/MpiComm.h"
 #include "runtime/MpiLaunch.h"
 #include "runtime/TraceFile.h"
@@ -171,7 +172,8 @@ bool memoryLimit(const std::string& flag, int64_t np, gsl::runtime::RunOptions& 
 nlohmann::ordered_json statsJson(const gsl::ir::Module& mod,
                                  const std::vector<std::unique_ptr<gsl::ir::Function>>& perRank,
                                  const std::vector<std::string>& userFns, const std::string& only,
-                                 const gsl::backend::JitOptions& jit, const gsl::runtime::MemoryEstimate& est) {
+                                 const gsl::backend::JitOptions& jit, const gsl::runtime::MemoryEstimate& est,
+                                 const gsl::passes::MachineModel& machine) {
   const auto& training = est.training;
   uint64_t paramBytes = 0;
   for (const auto& p : mod.params)
@@ -185,7 +187,7 @@ nlohmann::ordered_json statsJson(const gsl::ir::Module& mod,
     // the per-rank program (planned without compiling it: --stats stays
     // fast for a 600B-param model), then the cost model's figures.
     nlohmann::ordered_json entry = {{"jit_peak_bytes", gsl::backend::jitPlannedPeakBytes(*f, jit)}};
-    entry.update(gsl::passes::costJson(gsl::passes::estimateCost(mod, *f)));
+    entry.update(gsl::passes::costJson(gsl::passes::estimateCost(mod, *f, machine)));
     fns[f->name] = std::move(entry);
   }
   nlohmann::ordered_json out = {{"np", mod.np}, {"param_bytes_per_rank", paramBytes}, {"functions", std::move(fns)}};
@@ -193,7 +195,7 @@ nlohmann::ordered_json statsJson(const gsl::ir::Module& mod,
   if (training) {
     nlohmann::ordered_json collectives = nlohmann::ordered_json::object();
     uint64_t sent = 0;
-    for (const auto& [kind, v] : training->collectives) {
+    for (const auto& [kind, v] : training->cost.collectives) {
       collectives[gsl::ir::opName(kind)] = {{"calls", v.calls}, {"bytes", v.bytes}};
       sent += v.bytes;
     }
@@ -205,7 +207,8 @@ nlohmann::ordered_json statsJson(const gsl::ir::Module& mod,
                        {"result_bytes", training->resultBytes},
                        {"peak_bytes", training->peak()},
                        {"collective_bytes", sent},
-                       {"collectives", std::move(collectives)}};
+                       {"collectives", std::move(collectives)},
+                       {"predicted_seconds", gsl::passes::costJson(training->cost)["predicted_seconds"]}};
   }
   // The run's estimate per rank, as --max-memory checks it: params, states
   // and the largest computation (a training step, a checkpoint's group).
@@ -213,6 +216,9 @@ nlohmann::ordered_json statsJson(const gsl::ir::Module& mod,
                    {"optimizer_state_bytes", est.stateBytes},
                    {"largest_computation_bytes", est.activationBytes},
                    {"total_bytes", est.total()}};
+  // What the predicted seconds were computed with (docs/cost-model.md).
+  out["machine_model"] = {{"source", machine.source}, {"transport", machine.transport}};
+  if (machine.calibrated()) out["machine_model"]["cpu"] = machine.cpu, out["machine_model"]["date"] = machine.date;
   return out;
 }
 
@@ -324,6 +330,18 @@ int main(int argc, char** argv) {
   summary->add_option("file", summaryFile, "a trace file of gsl run --trace")->required();
   summary->add_flag("--by-rank", summaryOptions.byRank, "a row per rank instead of summed over the ranks");
 
+  // `gsl calibrate [-np N] [--mpi] [--quick] [--dir D]` (runtime/Calibrate.h).
+  gsl::runtime::CalibrateOptions calibrateO;
+  bool calibrateMpi = false;
+  auto* calibrate = app.add_subcommand(
+      "calibrate", "measure this machine's GEMM, memory and collective rates for the cost model (docs/cost-model.md)");
+  calibrate->add_option("--np", calibrateO.np, "ranks the collectives are measured on (default 2)")
+      ->check(CLI::Range(2, 1024));
+  calibrate->add_flag("--mpi", calibrateMpi, "measure the collectives on MPI ranks (this host's shared memory)");
+  calibrate->add_flag("--quick", calibrateO.quick, "fewer rounds and smaller inputs (tests)");
+  calibrate->add_option("--dir", calibrateO.dir,
+                        "where machine.json goes (default: $GSL_MACHINE_DIR, else the compile cache directory)");
+
   // The spec spells the rank count `-np N` (as mpirun does); CLI11 reads a
   // single dash as a one-letter option, so rewrite it to --np first.
   std::vector<std::string> args;
@@ -348,6 +366,24 @@ int main(int argc, char** argv) {
   }
 
   if (*traceCmd) return gsl::runtime::traceSummary(summaryFile, summaryOptions, std::cout, std::cerr);
+  if (*calibrate) {
+    if (calibrateO.dir.empty()) calibrateO.dir = gsl::passes::machineModelDir(gsl::backend::defaultCompileCacheDir());
+    if (calibrateO.dir.empty()) {
+      std::cerr << "gsl: usage error: no directory for machine.json (neither XDG_CACHE_HOME nor HOME is set): give --dir\n";
+      return 2;
+    }
+    // The ranks mpirun started (launchMpirun drops --mpi from their command line).
+    if (gsl::runtime::MpiSession::launchedByMpirun()) return gsl::runtime::calibrateMpiRank(calibrateO, std::cout);
+    if (!calibrateMpi) return gsl::runtime::calibrateThreads(calibrateO, std::cout);
+    gsl::runtime::MpiLaunchOptions lo;
+    lo.np = calibrateO.np;
+    std::vector<std::string> revArgs = originalArgs;
+    if (calibrate->get_option("--dir")->count() == 0) {  // the ranks write where this process would
+      revArgs.insert(revArgs.begin(), "--dir");  // revArgs is reversed: "--dir DIR" at the end
+      revArgs.insert(revArgs.begin(), calibrateO.dir);
+    }
+    return launchMpirun(revArgs, lo);
+  }
   if (*repl) {
     gsl::frontend::Options o;
     if (!parseDefines(replC, o)) return 2;
@@ -606,7 +642,12 @@ int main(int argc, char** argv) {
       gsl::runtime::RunOptions ro;
       ro.jit = gsl::backend::jitOptionsFromEnvironment();
       ro.mpi = statsMpi;
-      std::cout << statsJson(mod, perRank, prog->userFunctions, fn, ro.jit, gsl::runtime::estimateMemory(*prog, ro))
+      std::string machineError;
+      ro.machine = gsl::passes::loadMachineModel(gsl::passes::machineModelDir(gsl::backend::defaultCompileCacheDir()),
+                                                 statsMpi ? "mpi" : "threads", &machineError);
+      if (!machineError.empty()) std::cerr << "gsl: warning: " << machineError << "\n";
+      std::cout << statsJson(mod, perRank, prog->userFunctions, fn, ro.jit, gsl::runtime::estimateMemory(*prog, ro),
+                             ro.machine)
                        .dump(2)
                 << "\n";
       return 0;
