@@ -187,7 +187,15 @@ std::unique_ptr<CheckedProgram> compileSource(const std::string& display, const 
   loader.seen.insert(fs::weakly_canonical(display, ec).string());
   loader.load(display, text, dir);
   if (diags.hasErrors()) return nullptr;
+  prog->decls = loader.decls;
   if (!analyze(loader.decls, opts, diags, *prog)) return nullptr;
+  return prog;
+}
+
+std::unique_ptr<CheckedProgram> recheck(const CheckedProgram& parsed, const Options& opts, Diagnostics& diags) {
+  auto prog = std::make_unique<CheckedProgram>();
+  prog->decls = parsed.decls;
+  if (!analyze(parsed.decls, opts, diags, *prog)) return nullptr;
   return prog;
 }
 

@@ -41,6 +41,9 @@ struct CheckedProgram {
   std::unique_ptr<ir::Module> module;
   HostProgram host;
   std::vector<std::string> userFunctions;  // tensor fns, in declaration order
+  // Every declaration, in the order the checks took them (an imported
+  // file's before the importing file's); they live in `asts`.
+  std::vector<const ast::Decl*> decls;
 };
 
 // Default import path: $GSL_PATH (colon-separated), then the stdlib folder.
@@ -54,5 +57,14 @@ std::unique_ptr<CheckedProgram> compileFile(const std::string& path, const Optio
 std::unique_ptr<CheckedProgram> compileSource(const std::string& display, const std::string& text,
                                               const Options& opts, SourceManager& sm,
                                               Diagnostics& diags);
+
+// Checks the declarations of `parsed` again, as compileSource did, into a
+// new program (its own module and host program; its `asts` empty, as the
+// declarations stay `parsed`'s, and `parsed`'s SourceManager names their
+// locations). Between the two the caller may have edited the declarations
+// in place: gsl plan (runtime/AutoSharding) writes its candidate
+// annotations and mesh sizes into the AST instead of reparsing text. Null
+// if an error was reported to `diags`.
+std::unique_ptr<CheckedProgram> recheck(const CheckedProgram& parsed, const Options& opts, Diagnostics& diags);
 
 }  // namespace gsl::frontend

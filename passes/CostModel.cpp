@@ -89,7 +89,8 @@ double opSeconds(const Module& mod, const Op& op, const MachineModel& machine) {
       if (machine.memoryBytesPerS > 0) {
         uint64_t moved = bytesOf(op.result->type);
         for (const Value* v : op.operands) moved += bytesOf(v->type);
-        s = std::max(s, (double)moved / machine.memoryBytesPerS);
+        const bool inCache = moved <= MachineModel::kCacheBytes && machine.cacheBytesPerS > 0;
+        s = std::max(s, (double)moved / (inCache ? machine.cacheBytesPerS : machine.memoryBytesPerS));
       }
       return s + machine.opOverheadS;
     }

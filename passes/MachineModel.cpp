@@ -99,11 +99,12 @@ MachineModel loadMachineModel(const std::string& dir, const std::string& transpo
     for (int i = 0; i < kGemmClasses; ++i) c.gemmFlopsPerS[i] = g.at(kClassKeys[i]).get<double>();
     c.elementwiseFlopsPerS = j.at("elementwise_flops_per_s").get<double>();
     c.memoryBytesPerS = j.at("memory_bytes_per_s").get<double>();
+    c.cacheBytesPerS = j.at("cache_bytes_per_s").get<double>();
     c.opOverheadS = j.at("op_overhead_s").get<double>();
     c.callOverheadS = j.at("call_overhead_s").get<double>();
     for (double r : c.gemmFlopsPerS)
       if (!(r > 0)) return fail("a GEMM rate is not positive");
-    if (!(c.elementwiseFlopsPerS > 0) || !(c.memoryBytesPerS > 0) || !(c.opOverheadS >= 0) ||
+    if (!(c.elementwiseFlopsPerS > 0) || !(c.memoryBytesPerS > 0) || !(c.cacheBytesPerS > 0) || !(c.opOverheadS >= 0) ||
         !(c.callOverheadS >= 0))
       return fail("a rate is not positive");
     const auto& ts = j.at("transports");
@@ -142,6 +143,7 @@ nlohmann::ordered_json machineModelJson(const MachineModel& m, nlohmann::ordered
           {"gemm_flops_per_s", std::move(g)},
           {"elementwise_flops_per_s", m.elementwiseFlopsPerS},
           {"memory_bytes_per_s", m.memoryBytesPerS},
+          {"cache_bytes_per_s", m.cacheBytesPerS},
           {"op_overhead_s", m.opOverheadS},
           {"call_overhead_s", m.callOverheadS},
           {"transports", std::move(transports)}};

@@ -4,7 +4,7 @@
 // bytes moved and bytes sent into seconds with it:
 //   matmul, einsum   FLOPs / the GEMM rate of its shape class (gemmClassOf)
 //   other ops        max(FLOPs / elementwise rate, bytes read and written /
-//                    memory bandwidth), plus the per-op overhead
+//                    cache or memory bandwidth), plus the per-op overhead
 //   a function       the ops above, plus the overhead of one call
 //   collectives      per call: latency + bytes one rank sends / bandwidth,
 //                    per kind, for the transport in use (threads or MPI)
@@ -53,6 +53,10 @@ struct MachineModel {
   std::array<double, kGemmClasses> gemmFlopsPerS{100e9, 100e9, 100e9};
   double elementwiseFlopsPerS = 100e9;
   double memoryBytesPerS = 0;  // 0: bytes moved are not counted
+  // An op that reads and writes at most kCacheBytes in all moves them at
+  // cacheBytesPerS (the caches), a larger one at memoryBytesPerS.
+  static constexpr uint64_t kCacheBytes = 1 << 20;
+  double cacheBytesPerS = 0;
   double opOverheadS = 0;    // each op the JIT runs
   double callOverheadS = 0;  // each call of a function (a step, a thunk)
   LinkModel defaultLink;                 // a kind the section does not list

@@ -89,30 +89,6 @@ std::string blankMain(const std::string& text, bool& found) {
   return text;
 }
 
-size_t matchingClose(const std::string& text, size_t pos, char open) {
-  char close = open == '(' ? ')' : ']';
-  size_t i = text.find(open, pos);
-  if (i == std::string::npos) return i;
-  int depth = 0;
-  for (; i < text.size(); ++i) {
-    if (text[i] == open) ++depth;
-    else if (text[i] == close && --depth == 0) return i + 1;
-    else if (text[i] == '\n') break;
-  }
-  return std::string::npos;
-}
-
-size_t offsetOf(const std::string& text, int line, int col) {
-  size_t pos = 0;
-  for (int l = 1; l < line; ++l) {
-    pos = text.find('\n', pos);
-    if (pos == std::string::npos) return pos;
-    ++pos;
-  }
-  pos += (size_t)(col - 1);
-  return pos <= text.size() ? pos : std::string::npos;
-}
-
 std::string trim(const std::string& s) {
   size_t a = s.find_first_not_of(" \t\r\n");
   if (a == std::string::npos) return "";

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "support/Text.h"
+
 namespace gsl::repl {
 
 struct Token {
@@ -27,12 +29,9 @@ int openBrackets(const std::string& s);
 // kept, so line numbers stay). `found` tells whether there was one.
 std::string blankMain(const std::string& text, bool& found);
 
-// Offset just past the bracket that closes the first `open` at or after
-// `pos` (`open` is '(' or '['); npos if there is none.
-size_t matchingClose(const std::string& text, size_t pos, char open);
-
-// Byte offset of 1-based (line, col); npos when out of range.
-size_t offsetOf(const std::string& text, int line, int col);
+// matchingClose and offsetOf: support/Text.h.
+using gsl::matchingClose;
+using gsl::offsetOf;
 
 std::string trim(const std::string& s);
 bool startsWith(const std::string& s, const std::string& prefix);

@@ -147,6 +147,18 @@ void measureCompute(passes::MachineModel& m, bool quick, std::ostream& log) {
                   m.memoryBytesPerS / 1e9);
     log << buf;
   }
+  // Cache: x + y over 32K floats (384 KiB moved: MachineModel::kCacheBytes
+  // and below move at this rate).
+  {
+    const int64_t n = 1 << 15;
+    ir::Function& f = fresh("calibrate_add_cached");
+    f.results = {append(f, ir::OpKind::Add, {f.addArg({ir::DType::F32, {n}}), f.addArg({ir::DType::F32, {n}})})};
+    const std::vector<backend::Tensor> args{filled({n}), filled({n})};
+    const double s = perCall([&] { jit->call(f, args); }, rounds, quick ? 50 : 500);
+    m.cacheBytesPerS = 3.0 * 4.0 * (double)n / s;
+    std::snprintf(buf, sizeof buf, "  cache (x + y, 128 KiB operands): %.1f GB/s\n", m.cacheBytesPerS / 1e9);
+    log << buf;
+  }
   // Per-op overhead: 32 dependent 4x4 matmuls (no fusion between them).
   {
     ir::Function& f = fresh("calibrate_overhead");

@@ -18,4 +18,13 @@ size_t invalidUtf8At(std::string_view s);
 // that round-trip), for a value named in a message.
 std::string shortest(double v);
 
+// Offset just past the bracket that closes the first `open` at or after
+// `pos` on its line (`open` is '(' or '['); npos if there is none. For
+// edits of source text at the front end's locations (the REPL's :try,
+// gsl plan).
+size_t matchingClose(const std::string& text, size_t pos, char open);
+
+// Byte offset of 1-based (line, col); npos when out of range.
+size_t offsetOf(const std::string& text, int line, int col);
+
 }  // namespace gsl

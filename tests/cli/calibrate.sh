@@ -30,7 +30,7 @@ for t, sec in m["transports"].items():
     for k, l in sec["collectives"].items():
         assert l["latency_s"] >= 0 and l["bytes_per_s"] > 0, (t, k, l)
 assert all(v > 0 for v in m["gemm_flops_per_s"].values()), m
-assert m["memory_bytes_per_s"] > 0 and m["elementwise_flops_per_s"] > 0 and m["call_overhead_s"] > 0, m
+assert m["memory_bytes_per_s"] > 0 and m["cache_bytes_per_s"] > 0 and m["elementwise_flops_per_s"] > 0 and m["call_overhead_s"] > 0, m
 def step(path):
     s = json.load(open(path))
     return s["machine_model"], s["training"]["predicted_seconds"], s["training"]["collectives"]

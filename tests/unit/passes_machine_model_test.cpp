@@ -43,6 +43,7 @@ passes::MachineModel calibrated() {
   m.gemmFlopsPerS = {200e9, 100e9, 50e9};
   m.elementwiseFlopsPerS = 1e9;
   m.memoryBytesPerS = 10e9;
+  m.cacheBytesPerS = 10e9;
   m.opOverheadS = 1e-7;
   m.callOverheadS = 2e-6;
   m.collectives[ir::OpKind::AllReduce] = {3e-6, 5e9};

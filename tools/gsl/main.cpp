@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 
@@ -23,6 +24,7 @@
 #include "repl/Repl.h"
 #include "runtime/Host.h"
 #include "runtime/Memory.h"
+#include "runtime/AutoSharding.h"
 #include "runtime/Calibrate.h"
 #include "runtime/MpiComm.h"
 #include "runtime/MpiLaunch.h"
@@ -342,6 +344,22 @@ int main(int argc, char** argv) {
   calibrate->add_option("--dir", calibrateO.dir,
                         "where machine.json goes (default: $GSL_MACHINE_DIR, else the compile cache directory)");
 
+  // `gsl plan FILE -np N` (runtime/AutoSharding.h).
+  Common planC;
+  std::string planMaxMemory, planWrite;
+  bool planMpi = false, planKeepMesh = false;
+  int64_t planExhaustive = 64;
+  auto* plan = app.add_subcommand(
+      "plan", "search the open annotations and the mesh for the fastest predicted step (docs/cost-model.md)");
+  addCommon(plan, planC);
+  plan->add_option("--max-memory", planMaxMemory, "per-rank memory limit such as 8G (default: none)");
+  plan->add_flag("--mpi", planMpi, "predict for MPI ranks (the machine file's mpi section, a process per rank)");
+  plan->add_flag("--keep-mesh", planKeepMesh, "keep the mesh's axis sizes as written");
+  plan->add_option("--exhaustive", planExhaustive,
+                   "search every combination when a mesh has at most this many (default 64)")
+      ->check(CLI::Range((int64_t)1, (int64_t)1 << 20));
+  plan->add_option("--write", planWrite, "write the program with the chosen annotations to this file");
+
   // The spec spells the rank count `-np N` (as mpirun does); CLI11 reads a
   // single dash as a one-letter option, so rewrite it to --np first.
   std::vector<std::string> args;
@@ -366,6 +384,48 @@ int main(int argc, char** argv) {
   }
 
   if (*traceCmd) return gsl::runtime::traceSummary(summaryFile, summaryOptions, std::cout, std::cerr);
+  if (*plan) {
+    gsl::runtime::PlanSearchOptions po;
+    po.file = planC.file;
+    po.frontend.np = planC.np;
+    po.frontend.importPath = gsl::frontend::defaultImportPath();
+    if (!parseDefines(planC, po.frontend)) return 2;
+    po.autocast = planC.autocast == "bf16";
+    po.remat = planC.remat;
+    po.updateSharding = !planC.noUpdateSharding;
+    po.mpi = planMpi;
+    po.keepMesh = planKeepMesh;
+    po.exhaustive = planExhaustive;
+    if (!planMaxMemory.empty()) {
+      auto v = gsl::runtime::parseByteSize(planMaxMemory);
+      if (!v) {
+        std::cerr << "gsl: usage error: --max-memory expects a size such as 512M or 8G, got '" << planMaxMemory
+                  << "'\n";
+        return 2;
+      }
+      po.maxMemory = *v;
+    }
+    std::string machineError;
+    po.machine = gsl::passes::loadMachineModel(gsl::passes::machineModelDir(gsl::backend::defaultCompileCacheDir()),
+                                               planMpi ? "mpi" : "threads", &machineError);
+    if (!machineError.empty()) std::cerr << "gsl: warning: " << machineError << "\n";
+    const gsl::runtime::PlanResult r = gsl::runtime::searchPlan(po);
+    if (!r.ok) {
+      std::cerr << (r.error.find(": error: ") != std::string::npos ? r.error : "gsl: error: " + r.error + "\n");
+      return 1;
+    }
+    gsl::runtime::printPlan(r, po, std::cout);
+    if (!planWrite.empty()) {
+      std::ofstream out(planWrite);
+      out << r.text;
+      if (!out.flush()) {
+        std::cerr << "gsl: error: cannot write " << planWrite << "\n";
+        return 1;
+      }
+      std::cout << "wrote " << planWrite << "\n";
+    }
+    return 0;
+  }
   if (*calibrate) {
     if (calibrateO.dir.empty()) calibrateO.dir = gsl::passes::machineModelDir(gsl::backend::defaultCompileCacheDir());
     if (calibrateO.dir.empty()) {
