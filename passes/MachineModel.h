@@ -58,7 +58,7 @@ struct MachineModel {
   static constexpr uint64_t kCacheBytes = 1 << 20;
   double cacheBytesPerS = 0;
   double opOverheadS = 0;    // each op the JIT runs
-  double callOverheadS = 0;  // each call of a function (a step, a thunk)
+  double callOverheadS = 0;  // each call of a function from fn main (host script, batch, optimizer step)
   LinkModel defaultLink;                 // a kind the section does not list
   ir::OpKindMap<LinkModel> collectives;  // by kind, for `transport`
 

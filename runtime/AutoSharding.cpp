@@ -317,6 +317,7 @@ bool annotated(const ir::Module& m) {
 struct MeshResult {
   PlanScore best;
   std::vector<Choice> choices;
+  std::vector<std::pair<std::vector<Choice>, PlanScore>> evaluated_;  // with keepCandidates
   int64_t evaluated = 0;
   bool exhaustive = false;
   std::string error;
@@ -346,8 +347,14 @@ MeshResult searchMesh(const PlanSearchOptions& o, const std::string& text, const
   }
   auto eval = [&](const std::vector<int>& c) {
     ++r.evaluated;
-    for (size_t i = 0; i < sites.size(); ++i) w.setAnnotation(i, options[i][c[i]]);
-    return w.check();
+    std::vector<Choice> chosen;
+    for (size_t i = 0; i < sites.size(); ++i) {
+      w.setAnnotation(i, options[i][c[i]]);
+      chosen.push_back(options[i][c[i]]);
+    }
+    PlanScore s = w.check();
+    if (o.keepCandidates) r.evaluated_.push_back({std::move(chosen), s});
+    return s;
   };
   std::vector<int> choice(sites.size(), 0);
   PlanScore& here = r.best;
@@ -478,19 +485,33 @@ PlanResult searchPlan(const PlanSearchOptions& o) {
   }
   r.ok = true;
   r.chosen = best.best;
-  // The chosen plan as text: the user's file with the edits.
-  std::vector<Edit> edits;
-  if (mesh && !meshes[bestAt].empty()) {
-    edits.push_back({mesh->begin, mesh->end - mesh->begin, written.meshText(meshes[bestAt])});
-    r.choices.push_back("mesh " + mesh->name + " = " + written.meshText(meshes[bestAt]));
-  }
+  // A plan as text: the user's file with the edits.
   const std::string meshName = mesh ? mesh->name : "";
-  for (size_t i = 0; i < written.sites().size(); ++i) {
-    const std::string a = best.choices[i].text(meshName);
-    edits.push_back({written.sites()[i].insertAt, 0, a});
-    r.choices.push_back(written.sites()[i].label + ": " + (a.empty() ? std::string("(no annotation)") : a.substr(1)));
+  auto planText = [&](const std::vector<int64_t>& sizes, const std::vector<Choice>& choices,
+                      std::vector<std::string>* lines) {
+    std::vector<Edit> edits;
+    if (mesh && !sizes.empty()) {
+      edits.push_back({mesh->begin, mesh->end - mesh->begin, written.meshText(sizes)});
+      if (lines) lines->push_back("mesh " + mesh->name + " = " + written.meshText(sizes));
+    }
+    for (size_t i = 0; i < written.sites().size(); ++i) {
+      const std::string a = choices[i].text(meshName);
+      edits.push_back({written.sites()[i].insertAt, 0, a});
+      if (lines)
+        lines->push_back(written.sites()[i].label + ": " + (a.empty() ? std::string("(no annotation)") : a.substr(1)));
+    }
+    return applyEdits(text, edits);
+  };
+  r.text = planText(meshes[bestAt], best.choices, &r.choices);
+  if (o.keepCandidates) {
+    std::set<std::string> seen;
+    for (size_t m = 0; m < results.size(); ++m)
+      for (const auto& [choices, score] : results[m].evaluated_) {
+        std::string t = planText(meshes[m], choices, nullptr);
+        if (!seen.insert(t).second) continue;
+        r.candidates.push_back({t, score, t == r.text});
+      }
   }
-  r.text = applyEdits(text, edits);
   return r;
 }
 

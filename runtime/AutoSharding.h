@@ -46,6 +46,7 @@ struct PlanSearchOptions {
   uint64_t maxMemory = 0;      // per rank; 0: no limit
   bool keepMesh = false;
   int64_t exhaustive = 64;     // the most plans per factorisation searched exhaustively
+  bool keepCandidates = false;  // PlanResult::candidates (bench/plan_check.sh)
   passes::MachineModel machine;
 };
 
@@ -69,6 +70,14 @@ struct PlanResult {
   std::vector<std::string> meshes;   // the factorisations searched
   std::string method;          // "exhaustive" or "coordinate descent"
   double searchSeconds = 0;
+  // With keepCandidates: every distinct plan evaluated, as program text,
+  // with its score (the chosen one among them).
+  struct Candidate {
+    std::string text;
+    PlanScore score;
+    bool chosen = false;
+  };
+  std::vector<Candidate> candidates;
 };
 
 PlanResult searchPlan(const PlanSearchOptions& o);

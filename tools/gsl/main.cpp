@@ -359,6 +359,10 @@ int main(int argc, char** argv) {
                    "search every combination when a mesh has at most this many (default 64)")
       ->check(CLI::Range((int64_t)1, (int64_t)1 << 20));
   plan->add_option("--write", planWrite, "write the program with the chosen annotations to this file");
+  std::string planCandidates;
+  plan->add_option("--candidates", planCandidates,
+                   "write every plan evaluated to this directory (plan_NNN.gsl and candidates.json: "
+                   "bench/plan_check.sh)");
 
   // The spec spells the rank count `-np N` (as mpirun does); CLI11 reads a
   // single dash as a one-letter option, so rewrite it to --np first.
@@ -396,6 +400,7 @@ int main(int argc, char** argv) {
     po.mpi = planMpi;
     po.keepMesh = planKeepMesh;
     po.exhaustive = planExhaustive;
+    po.keepCandidates = !planCandidates.empty();
     if (!planMaxMemory.empty()) {
       auto v = gsl::runtime::parseByteSize(planMaxMemory);
       if (!v) {
@@ -423,6 +428,30 @@ int main(int argc, char** argv) {
         return 1;
       }
       std::cout << "wrote " << planWrite << "\n";
+    }
+    if (!planCandidates.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(planCandidates, ec);
+      nlohmann::ordered_json index = nlohmann::ordered_json::array();
+      for (size_t i = 0; i < r.candidates.size(); ++i) {
+        const auto& c = r.candidates[i];
+        char name[32];
+        std::snprintf(name, sizeof name, "plan_%03zu.gsl", i);
+        std::ofstream(planCandidates + "/" + name) << c.text;
+        index.push_back({{"file", name},
+                         {"ok", c.score.ok},
+                         {"chosen", c.chosen},
+                         {"predicted_seconds", c.score.seconds},
+                         {"bytes_sent", c.score.bytesSent},
+                         {"memory_bytes", c.score.memoryBytes}});
+      }
+      std::ofstream out(planCandidates + "/candidates.json");
+      out << index.dump(1) << "\n";
+      if (!out.flush()) {
+        std::cerr << "gsl: error: cannot write " << planCandidates << "/candidates.json\n";
+        return 1;
+      }
+      std::cout << "wrote " << r.candidates.size() << " plans to " << planCandidates << "\n";
     }
     return 0;
   }
