@@ -36,6 +36,9 @@ const std::vector<Command>& Session::commands() {
       {"try", "NAME @shard(...)", "the costs that change with another annotation on NAME (param, argument, FN.VALUE)",
        "a name and an annotation: :try w1 @shard(m, [model, _])", nullptr,
        [](S& s, A a) { s.tryAnnotation(a); }},
+      {"auto", "[FN]", "gsl plan on the loaded file: the open annotations and mesh sizes with the least predicted step "
+                       "(or FN's) time",
+       nullptr, nullptr, [](S& s, A a) { s.autoPlan(a); }},
       {"plans", "FN.VALUE", "the candidate plans of the op making VALUE, their costs, the one chosen and why",
        "FN.VALUE: a let of a tensor function", nullptr, [](S& s, A a) { s.plans(a); }},
       {"ir", "[FN]", "the global IR of the session (or of FN)", nullptr, nullptr, [](S& s, A a) { s.ir(a); }},

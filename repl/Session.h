@@ -233,6 +233,8 @@ class Session {
 
   // What-if (repl/WhatIf.cpp): :try, by editing a copy of the source text.
   void tryAnnotation(const std::string& args);
+  // :auto [FN]: gsl plan on the loaded file (runtime/AutoSharding.h).
+  void autoPlan(const std::string& fn);
   void tryOnLet(Build& b, const std::string& name, const std::string& fnName, const std::string& letName,
                 const std::string& annot);
   // What-if: `text` (the session's, with the edit) and `importTexts`

@@ -10,6 +10,7 @@
 
 #include "frontend/AST.h"
 #include "passes/CostModel.h"
+#include "runtime/AutoSharding.h"
 #include "repl/CallPaths.h"
 #include "repl/Explain.h"
 #include "repl/Lookup.h"
@@ -279,6 +280,38 @@ std::string& Session::editable(const Build& b, int file, std::string& mainText,
   auto it = importTexts.find(key);
   if (it == importTexts.end()) it = importTexts.emplace(key, b.sm->text(file)).first;
   return it->second;
+}
+
+// :auto [FN]: the search of `gsl plan` on the loaded file as read (its fn
+// main included; declarations typed in the session are not part of it),
+// with the session's -np and consts, and the session's machine model.
+void Session::autoPlan(const std::string& fn) {
+  if (file_.empty()) {
+    error(":auto searches a loaded file's annotations: :load FILE first");
+    return;
+  }
+  runtime::PlanSearchOptions o;
+  o.file = file_;
+  o.text = fileSource_;
+  o.only = fn;
+  o.frontend.np = np_;
+  o.frontend.defines = defines_;
+  o.frontend.importPath = frontend::defaultImportPath();
+  o.machine = machine_;
+  if (!fn.empty()) {
+    bool found = false;
+    for (const auto& p : current() ? current()->prog->userFunctions : std::vector<std::string>{}) found |= p == fn;
+    if (!found) {
+      error("no tensor function '" + fn + "' in " + file_);
+      return;
+    }
+  }
+  const runtime::PlanResult r = runtime::searchPlan(o);
+  if (!r.ok) {
+    error(r.error);
+    return;
+  }
+  runtime::printPlan(r, o, out_, false);
 }
 
 }  // namespace gsl::repl

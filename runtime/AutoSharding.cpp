@@ -182,6 +182,7 @@ class Workspace {
   std::unique_ptr<frontend::CheckedProgram> parsed_;  // owns the AST the candidates edit
   std::vector<Site> sites_;
   std::optional<MeshSite> mesh_;
+  std::set<std::string> entries_;  // the functions fn main names (or PlanSearchOptions::only)
 
   void collectSites(ast::Program& p) {
     auto site = [&](const std::string& label, std::unique_ptr<ast::ShardAnnot>& slot, const ast::TypeExpr& t,
@@ -195,7 +196,7 @@ class Workspace {
     // The functions fn main names (calls it, passes to opt.minimize): the
     // arguments of these are the program's inputs; a helper's argument is
     // an intermediate value propagation decides.
-    std::set<std::string> entries;
+    std::set<std::string>& entries = entries_;
     std::function<void(const ast::Expr&)> names = [&](const ast::Expr& e) {
       if (e.kind == ast::ExprKind::Name || e.kind == ast::ExprKind::Call) entries.insert(e.text);
       for (const auto& x : e.elems) names(*x);
@@ -210,6 +211,7 @@ class Workspace {
     };
     for (const auto& d : p.decls)
       if (d->kind == ast::DeclKind::Fn && d->name == "main") walk(d->body);
+    if (!o_.only.empty()) entries = {o_.only};
     for (auto& d : p.decls) {
       if (d->kind == ast::DeclKind::Mesh && !mesh_) {
         size_t at = offsetOf(text_, d->loc.line, d->loc.col);
@@ -251,13 +253,14 @@ class Workspace {
       const MemoryEstimate est = estimateMemory(prog, ro);
       s.memoryBytes = est.total();
       passes::Cost cost;
-      if (est.training) {
+      if (est.training && o_.only.empty()) {
         cost = est.training->cost;
       } else {
-        // No training step: the main file's tensor functions, each once.
+        // No training step (or one function asked for): the tensor
+        // functions fn main names, each once.
         for (const auto& name : prog.userFunctions) {
           ir::Function* f = mod.findFunction(name);
-          if (!f) continue;
+          if (!f || !entries_.count(name)) continue;
           auto copy = f->clone();
           auto local = passes::buildPerRankProgram(mod, *copy, false);
           const passes::Cost c = passes::estimateCost(mod, *local, o_.machine);
@@ -413,13 +416,16 @@ PlanResult searchPlan(const PlanSearchOptions& o) {
   std::string text;
   {
     std::ifstream in(o.file);
-    if (!in) {
+    if (!o.text.empty()) {
+      text = o.text;
+    } else if (!in) {
       r.error = o.file + ": cannot read it";
       return r;
+    } else {
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      text = ss.str();
     }
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
   }
   // The program as written: its diagnostics, if any, are the answer.
   Workspace written(o, text);
@@ -525,18 +531,19 @@ std::string ms(double s) {
 
 }  // namespace
 
-void printPlan(const PlanResult& r, const PlanSearchOptions& o, std::ostream& out) {
+void printPlan(const PlanResult& r, const PlanSearchOptions& o, std::ostream& out, bool showTime) {
+  const char* per = o.only.empty() ? " a step (compute " : " a call (compute ";
   auto line = [&](const char* head, const PlanScore& s) {
-    out << head << ms(s.seconds) << " a step (compute " << ms(s.computeSeconds) << ", collectives "
+    out << head << ms(s.seconds) << per << ms(s.computeSeconds) << ", collectives "
         << ms(s.collectiveSeconds) << "), " << formatBytes(s.bytesSent) << " sent and " << formatBytes(s.memoryBytes)
         << " per rank\n";
   };
   out << "gsl plan " << o.file << " -np " << o.frontend.np << ": " << r.evaluated << " plans of " << r.sites
       << (r.sites == 1 ? " open annotation" : " open annotations") << " x " << std::max<size_t>(1, r.meshes.size())
-      << (r.meshes.size() == 1 ? " mesh" : " meshes") << " evaluated in ";
+      << (r.meshes.size() == 1 ? " mesh" : " meshes") << " evaluated";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f s", r.searchSeconds);
-  out << buf << " (" << r.method << ")\n";
+  std::snprintf(buf, sizeof buf, " in %.2f s", r.searchSeconds);
+  out << (showTime ? buf : "") << " (" << r.method << ")\n";
   out << o.machine.describe();
   out << "chosen:\n";
   for (const auto& c : r.choices) out << "  " << c << "\n";

@@ -40,6 +40,8 @@ namespace gsl::runtime {
 
 struct PlanSearchOptions {
   std::string file;
+  std::string text;            // the main file's text, when not read from `file` (the REPL)
+  std::string only;            // one function's cost instead of the step's (its arguments searched)
   frontend::Options frontend;  // np, -D, import path
   bool autocast = false, remat = false, updateSharding = true;
   bool mpi = false;            // the ranks are MPI processes (memory estimate, model transport)
@@ -83,6 +85,7 @@ struct PlanResult {
 PlanResult searchPlan(const PlanSearchOptions& o);
 
 // The report `gsl plan` prints.
-void printPlan(const PlanResult& r, const PlanSearchOptions& o, std::ostream& out);
+// `showTime`: with the search's wall time (the REPL's transcripts leave it out).
+void printPlan(const PlanResult& r, const PlanSearchOptions& o, std::ostream& out, bool showTime = true);
 
 }  // namespace gsl::runtime

@@ -20,6 +20,8 @@ ln -s "$src/tests" "$tmp/tests"
 args=$(sed -n '1s/^# args: *//p' "$session")
 sed 1d "$session" > "$tmp/input.txt"
 cd "$tmp"
+# The default machine model, whatever this machine has calibrated (docs/cost-model.md).
+export GSL_MACHINE_DIR="$tmp/no-machine"
 # shellcheck disable=SC2086
 if ! "$gsl" repl --echo $args < input.txt > out.txt 2>&1; then
   echo "FAIL: gsl repl exited with an error"

@@ -359,7 +359,9 @@ int main(int argc, char** argv) {
                    "search every combination when a mesh has at most this many (default 64)")
       ->check(CLI::Range((int64_t)1, (int64_t)1 << 20));
   plan->add_option("--write", planWrite, "write the program with the chosen annotations to this file");
-  std::string planCandidates;
+  std::string planCandidates, planFn;
+  plan->add_option("--fn", planFn, "minimise this tensor function's predicted time (its arguments searched) "
+                                   "instead of the training step's");
   plan->add_option("--candidates", planCandidates,
                    "write every plan evaluated to this directory (plan_NNN.gsl and candidates.json: "
                    "bench/plan_check.sh)");
@@ -401,6 +403,7 @@ int main(int argc, char** argv) {
     po.keepMesh = planKeepMesh;
     po.exhaustive = planExhaustive;
     po.keepCandidates = !planCandidates.empty();
+    po.only = planFn;
     if (!planMaxMemory.empty()) {
       auto v = gsl::runtime::parseByteSize(planMaxMemory);
       if (!v) {
