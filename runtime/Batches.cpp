@@ -1,6 +1,9 @@
 // How a rank gets its block of a training batch: token batches made whole
-// and sliced, npy_pairs rows read from the files, this rank's rows only.
+// and sliced, npy_pairs rows and text_bytes windows read from the files,
+// this rank's rows only.
 #include "runtime/Batches.h"
+
+#include <algorithm>
 
 #include "backend/Npy.h"
 #include "runtime/Distribute.h"
@@ -13,13 +16,28 @@ namespace gsl::runtime {
 using backend::Tensor;
 using ir::Sharding;
 
-HostValue Batcher::batch(const frontend::HostLeaf& l, int64_t step) const {
-  const frontend::Dataset* ds = nullptr;
+const frontend::Dataset& Batcher::dataset(const std::string& name) const {
   for (const auto& d : datasets_)
-    if (d.name == l.name) ds = &d;
-  GSL_ASSERT(ds, "unknown dataset");
+    if (d.name == name) return d;
+  GSL_ASSERT(false, "unknown dataset " + name);
+  return datasets_.front();
+}
+
+HostValue Batcher::batch(const frontend::HostLeaf& l, int64_t step) const {
+  const frontend::Dataset* ds = &dataset(l.name);
   if (step < 0 && ds->kind == "pairs") throw RankError(l.loc, "supervised data: negative step " + std::to_string(step));
+  if (step < 0 && ds->kind == "text") throw RankError(l.loc, "text data: negative step " + std::to_string(step));
   return HostValue(PendingBatch{ds, step, l.index, l.loc});
+}
+
+int64_t Batcher::validationBatches(const frontend::HostLeaf& l) {
+  const frontend::Dataset& ds = dataset(l.name);
+  const int64_t all = textData(ds).corpus->windows(true) / ds.batch;
+  return l.limit > 0 ? std::min(l.limit, all) : all;
+}
+
+HostValue Batcher::validationBatch(const frontend::HostLeaf& l, int index, int64_t k) const {
+  return HostValue(PendingBatch{&dataset(l.name), k, index, l.loc, true});
 }
 
 // A batch half of a token data set (synthetic or npy_tokens), whole.
@@ -83,12 +101,93 @@ Batcher::PairsData& Batcher::pairsData(const frontend::Dataset& ds) {
   return pairs_.emplace(ds.name, std::move(d)).first->second;
 }
 
+// A text_bytes data set's corpus, opened (every file read once to check
+// it is text) at its first batch.
+Batcher::TextData& Batcher::textData(const frontend::Dataset& ds) {
+  auto it = texts_.find(ds.name);
+  if (it != texts_.end()) return it->second;
+  TextData d;
+  try {
+    d.corpus = std::make_unique<TextCorpus>(ds.paths, ds.seq, ds.split);
+    d.corpus->requireWindows(ds.batch, false);
+    if (ds.split < 1) d.corpus->requireWindows(ds.batch, true);
+    d.order = std::make_unique<WindowOrder>(d.corpus->windows(false), ds.batch, seed_);
+  } catch (const TextReadError& e) {
+    failReading(ds.loc, e.what(), mpi_);
+  } catch (const std::runtime_error& e) {
+    throw RankError(ds.loc, e.what());
+  }
+  return texts_.emplace(ds.name, std::move(d)).first->second;
+}
+
+// The batch positions this rank holds of a batch half lying as `s` (its
+// block of the rows, whatever localBlock's rule is), or none when it holds
+// every row.
+std::optional<std::vector<int64_t>> Batcher::heldRows(int64_t batch, const std::optional<Sharding>& s) const {
+  if (!s || s->isReplicated() || s->dims[0].empty()) return std::nullopt;
+  Tensor pos(ir::TensorType{ir::DType::I32, {batch}});
+  for (int64_t i = 0; i < batch; ++i) pos.i32()[i] = (int32_t)i;
+  Tensor mine = localBlock(mod_, pos, Sharding{s->mesh, {s->dims[0]}, {}}, rank_);
+  std::vector<int64_t> held;
+  for (int64_t i = 0; i < mine.size(); ++i) held.push_back(mine.i32()[i]);
+  return held;
+}
+
+// Reads a pending text_bytes batch half as this rank's block under `s`:
+// the windows of the rows it holds, the inputs (a window's first seq
+// bytes) or the targets (its last seq).
+HostValue Batcher::readText(const PendingBatch& p, const std::optional<Sharding>& s) {
+  const frontend::Dataset& ds = *p.ds;
+  TextData& d = textData(ds);
+  std::vector<int64_t> windows;
+  if (p.validation) {
+    for (int64_t r = 0; r < ds.batch; ++r) windows.push_back(p.step * ds.batch + r);
+  } else {
+    try {
+      windows = d.order->batchRows(p.step);
+    } catch (const std::runtime_error& e) {
+      throw RankError(p.loc, e.what());
+    }
+  }
+  if (auto held = heldRows(ds.batch, s)) {
+    std::vector<int64_t> mine;
+    for (int64_t i : *held) mine.push_back(windows[(size_t)i]);
+    windows = std::move(mine);
+  }
+  Tensor block(ir::TensorType{ir::DType::I32, {(int64_t)windows.size(), ds.seq}});
+  {
+    trace::Scope traced("data", ds.name);
+    const uint64_t before = d.corpus->bytesRead();
+    try {
+      for (size_t j = 0; j < windows.size(); ++j)
+        d.corpus->read(d.corpus->windowStart(p.validation, windows[j]) + p.index, ds.seq,
+                       block.i32() + (int64_t)j * ds.seq);
+    } catch (const TextReadError& e) {
+      failReading(ds.loc, e.what(), mpi_);
+    }
+    if (traced) {
+      traced.arg("file", ds.paths[0]);
+      traced.arg("step", p.step);
+      traced.arg("rows", (int64_t)windows.size());
+      traced.arg("bytes", (int64_t)(d.corpus->bytesRead() - before));
+      if (p.validation) traced.arg("validation", (int64_t)1);
+    }
+  }
+  if (s && !s->isReplicated()) {
+    Sharding rest = *s;
+    rest.dims[0].clear();
+    if (!rest.isReplicated()) block = localBlock(mod_, block, rest, rank_);
+  }
+  return {block, s};
+}
+
 // Reads a pending batch half as this rank's block under `s`: the batch
 // rows this rank holds (its block of the batch's row positions, so
 // whatever localBlock's rule is, the rows agree with it), read from the
 // file, then the block of the other dims.
 HostValue Batcher::readBatch(const PendingBatch& p, const std::optional<Sharding>& s) {
   const frontend::Dataset& ds = *p.ds;
+  if (ds.kind == "text") return readText(p, s);
   if (ds.kind != "pairs") return {localBlock(mod_, tokenBatch(p), s, rank_), s};
   PairsData& d = pairsData(ds);
   NpyRows& file = p.index == 0 ? *d.x : *d.y;
@@ -98,14 +197,10 @@ HostValue Batcher::readBatch(const PendingBatch& p, const std::optional<Sharding
   } catch (const std::runtime_error& e) {
     throw RankError(p.loc, e.what());
   }
-  const bool split0 = s && !s->isReplicated() && !s->dims[0].empty();
-  if (split0) {
-    Tensor pos(ir::TensorType{ir::DType::I32, {ds.batch}});
-    for (int64_t i = 0; i < ds.batch; ++i) pos.i32()[i] = (int32_t)i;
-    Tensor mine = localBlock(mod_, pos, Sharding{s->mesh, {s->dims[0]}, {}}, rank_);
-    std::vector<int64_t> held;
-    for (int64_t i = 0; i < mine.size(); ++i) held.push_back(rows[(size_t)mine.i32()[i]]);
-    rows = std::move(held);
+  if (auto held = heldRows(ds.batch, s)) {
+    std::vector<int64_t> mine;
+    for (int64_t i : *held) mine.push_back(rows[(size_t)i]);
+    rows = std::move(mine);
   }
   ir::Shape shape{(int64_t)rows.size()};
   if (p.index == 0) shape.push_back(ds.features);
