@@ -120,17 +120,51 @@ Batcher::TextData& Batcher::textData(const frontend::Dataset& ds) {
   return texts_.emplace(ds.name, std::move(d)).first->second;
 }
 
-// The batch positions this rank holds of a batch half lying as `s` (its
-// block of the rows, whatever localBlock's rule is), or none when it holds
-// every row.
-std::optional<std::vector<int64_t>> Batcher::heldRows(int64_t batch, const std::optional<Sharding>& s) const {
-  if (!s || s->isReplicated() || s->dims[0].empty()) return std::nullopt;
-  Tensor pos(ir::TensorType{ir::DType::I32, {batch}});
-  for (int64_t i = 0; i < batch; ++i) pos.i32()[i] = (int32_t)i;
+namespace {
+
+// The rows (in batch order) of step `p.step`'s batch in `order` (a
+// ShuffledOrder or a WindowOrder).
+template <class Order>
+std::vector<int64_t> stepRows(Order& order, const PendingBatch& p) {
+  try {
+    return order.batchRows(p.step);
+  } catch (const std::runtime_error& e) {
+    throw RankError(p.loc, e.what());
+  }
+}
+
+void traceRead(trace::Scope& traced, const std::string& file, const PendingBatch& p, size_t rows, uint64_t bytes) {
+  traced.arg("file", file);
+  traced.arg("step", p.step);
+  traced.arg("rows", (int64_t)rows);
+  traced.arg("bytes", (int64_t)bytes);
+  if (p.validation) traced.arg("validation", (int64_t)1);
+}
+
+}  // namespace
+
+// The entries of `rows` (a batch's rows, in batch order) that this rank
+// holds of a batch half lying as `s`: its block of the batch's row
+// positions, so whatever localBlock's rule is, the rows agree with it.
+std::vector<int64_t> Batcher::heldRows(std::vector<int64_t> rows, const std::optional<Sharding>& s) const {
+  if (!s || s->isReplicated() || s->dims[0].empty()) return rows;
+  Tensor pos(ir::TensorType{ir::DType::I32, {(int64_t)rows.size()}});
+  for (size_t i = 0; i < rows.size(); ++i) pos.i32()[i] = (int32_t)i;
   Tensor mine = localBlock(mod_, pos, Sharding{s->mesh, {s->dims[0]}, {}}, rank_);
   std::vector<int64_t> held;
-  for (int64_t i = 0; i < mine.size(); ++i) held.push_back(mine.i32()[i]);
+  for (int64_t i = 0; i < mine.size(); ++i) held.push_back(rows[(size_t)mine.i32()[i]]);
   return held;
+}
+
+// The block under `s` of `rows`, the batch rows this rank holds, read:
+// the block of the other dims.
+HostValue Batcher::otherDims(Tensor rows, const std::optional<Sharding>& s) const {
+  if (s && !s->isReplicated()) {
+    Sharding rest = *s;
+    rest.dims[0].clear();
+    if (!rest.isReplicated()) rows = localBlock(mod_, rows, rest, rank_);
+  }
+  return {rows, s};
 }
 
 // Reads a pending text_bytes batch half as this rank's block under `s`:
@@ -140,20 +174,11 @@ HostValue Batcher::readText(const PendingBatch& p, const std::optional<Sharding>
   const frontend::Dataset& ds = *p.ds;
   TextData& d = textData(ds);
   std::vector<int64_t> windows;
-  if (p.validation) {
+  if (p.validation)
     for (int64_t r = 0; r < ds.batch; ++r) windows.push_back(p.step * ds.batch + r);
-  } else {
-    try {
-      windows = d.order->batchRows(p.step);
-    } catch (const std::runtime_error& e) {
-      throw RankError(p.loc, e.what());
-    }
-  }
-  if (auto held = heldRows(ds.batch, s)) {
-    std::vector<int64_t> mine;
-    for (int64_t i : *held) mine.push_back(windows[(size_t)i]);
-    windows = std::move(mine);
-  }
+  else
+    windows = stepRows(*d.order, p);
+  windows = heldRows(std::move(windows), s);
   Tensor block(ir::TensorType{ir::DType::I32, {(int64_t)windows.size(), ds.seq}});
   {
     trace::Scope traced("data", ds.name);
@@ -165,43 +190,21 @@ HostValue Batcher::readText(const PendingBatch& p, const std::optional<Sharding>
     } catch (const TextReadError& e) {
       failReading(ds.loc, e.what(), mpi_);
     }
-    if (traced) {
-      traced.arg("file", ds.paths[0]);
-      traced.arg("step", p.step);
-      traced.arg("rows", (int64_t)windows.size());
-      traced.arg("bytes", (int64_t)(d.corpus->bytesRead() - before));
-      if (p.validation) traced.arg("validation", (int64_t)1);
-    }
+    if (traced) traceRead(traced, ds.paths[0], p, windows.size(), d.corpus->bytesRead() - before);
   }
-  if (s && !s->isReplicated()) {
-    Sharding rest = *s;
-    rest.dims[0].clear();
-    if (!rest.isReplicated()) block = localBlock(mod_, block, rest, rank_);
-  }
-  return {block, s};
+  return otherDims(block, s);
 }
 
 // Reads a pending batch half as this rank's block under `s`: the batch
-// rows this rank holds (its block of the batch's row positions, so
-// whatever localBlock's rule is, the rows agree with it), read from the
-// file, then the block of the other dims.
+// rows this rank holds, read from the file(s), then the block of the
+// other dims.
 HostValue Batcher::readBatch(const PendingBatch& p, const std::optional<Sharding>& s) {
   const frontend::Dataset& ds = *p.ds;
   if (ds.kind == "text") return readText(p, s);
   if (ds.kind != "pairs") return {localBlock(mod_, tokenBatch(p), s, rank_), s};
   PairsData& d = pairsData(ds);
   NpyRows& file = p.index == 0 ? *d.x : *d.y;
-  std::vector<int64_t> rows;
-  try {
-    rows = d.order->batchRows(p.step);
-  } catch (const std::runtime_error& e) {
-    throw RankError(p.loc, e.what());
-  }
-  if (auto held = heldRows(ds.batch, s)) {
-    std::vector<int64_t> mine;
-    for (int64_t i : *held) mine.push_back(rows[(size_t)i]);
-    rows = std::move(mine);
-  }
+  std::vector<int64_t> rows = heldRows(stepRows(*d.order, p), s);
   ir::Shape shape{(int64_t)rows.size()};
   if (p.index == 0) shape.push_back(ds.features);
   Tensor block(ir::TensorType{p.index == 0 ? ir::DType::F32 : ir::DType::I32, shape});
@@ -213,19 +216,9 @@ HostValue Batcher::readBatch(const PendingBatch& p, const std::optional<Sharding
     } catch (const std::runtime_error& e) {
       throw RankError(ds.loc, e.what());
     }
-    if (traced) {
-      traced.arg("file", p.index == 0 ? ds.path : ds.labelsPath);
-      traced.arg("step", p.step);
-      traced.arg("rows", (int64_t)rows.size());
-      traced.arg("bytes", (int64_t)(file.bytesRead() - before));
-    }
+    if (traced) traceRead(traced, p.index == 0 ? ds.path : ds.labelsPath, p, rows.size(), file.bytesRead() - before);
   }
-  if (s && !s->isReplicated()) {
-    Sharding rest = *s;
-    rest.dims[0].clear();
-    if (!rest.isReplicated()) block = localBlock(mod_, block, rest, rank_);
-  }
-  return {block, s};
+  return otherDims(block, s);
 }
 
 void Batcher::readPending(const ir::Function& fn, std::vector<HostValue>& in) {

@@ -89,7 +89,8 @@ class Batcher {
   const frontend::Dataset& dataset(const std::string& name) const;
   HostValue readBatch(const PendingBatch& p, const std::optional<ir::Sharding>& s);
   HostValue readText(const PendingBatch& p, const std::optional<ir::Sharding>& s);
-  std::optional<std::vector<int64_t>> heldRows(int64_t batch, const std::optional<ir::Sharding>& s) const;
+  std::vector<int64_t> heldRows(std::vector<int64_t> rows, const std::optional<ir::Sharding>& s) const;
+  HostValue otherDims(backend::Tensor rows, const std::optional<ir::Sharding>& s) const;
 };
 
 }  // namespace gsl::runtime

@@ -7,9 +7,8 @@
 # the interpreter (no JIT compile, whose memory would blur the figure) at
 # -np 2 (two readers).
 set -u
-GSL=$1
-ROOT=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
+GSL=$1 ROOT=$2
 . "$HERE/common.sh"
 [ -x /usr/bin/time ] || { echo "SKIP: no /usr/bin/time (Debian package time)"; exit 77; }
 

@@ -13,10 +13,8 @@
 # Another --seed shuffles the training windows otherwise and leaves the
 # validation batches as they were.
 set -u
-GSL=$1
-PY=$2
-ROOT=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
+GSL=$1 PY=$2 ROOT=$3
 . "$HERE/common.sh"
 
 head -c 25000 "$ROOT/README.md" > corpus.txt

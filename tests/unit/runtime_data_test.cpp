@@ -214,17 +214,23 @@ TEST_CASE("token window errors") {
   CHECK(errorOf([&] { npyTokenBatch(t, 0, 1, 0); }) == "token data: seq must be >= 1, got 0");
 }
 
-TEST_CASE("supervised pairs: each epoch a permutation by seed and epoch") {
-  const int64_t n = 10, batch = 4;  // 2 steps per epoch, 2 rows left out each epoch
-  auto rows = [&](uint64_t seed, int64_t step) { return ShuffledOrder(n, batch, seed).batchRows(step); };
-  ShuffledOrder order(n, batch, 7);  // one order asked step after step (its epoch cached)
+namespace {
+
+// An order (ShuffledOrder, WindowOrder) of n = 10 rows in batches of 4 (2
+// steps an epoch, 2 rows left out of each), asked step after step and
+// made afresh for each step by `fresh(seed, step)`: each epoch a
+// permutation, another each epoch and under another seed, and the order
+// asked step after step gives what a fresh one does.
+template <class Order, class Fresh>
+void checkEpochs(Order& order, Fresh fresh) {
+  const int64_t n = 10, batch = 4;
   std::vector<std::vector<int64_t>> epochs;
   for (int64_t e = 0; e < 3; ++e) {
     std::vector<int64_t> seen;
     for (int64_t k = 0; k < 2; ++k) {
       std::vector<int64_t> r = order.batchRows(e * 2 + k);
       REQUIRE(r.size() == (size_t)batch);
-      CHECK(r == rows(7, e * 2 + k));  // the cache gives what a fresh order does
+      CHECK(r == fresh(7, e * 2 + k));
       seen.insert(seen.end(), r.begin(), r.end());
     }
     std::set<int64_t> distinct(seen.begin(), seen.end());
@@ -235,8 +241,15 @@ TEST_CASE("supervised pairs: each epoch a permutation by seed and epoch") {
   }
   CHECK(epochs[0] != epochs[1]);  // reshuffled each epoch
   CHECK(epochs[1] != epochs[2]);
-  CHECK(order.batchRows(1) == rows(7, 1));  // back to an earlier epoch
-  CHECK(rows(7, 0) != rows(8, 0));  // the seed changes the order
+  CHECK(order.batchRows(1) == fresh(7, 1));  // back to an earlier epoch
+  CHECK(fresh(7, 0) != fresh(8, 0));  // the seed changes the order
+}
+
+}  // namespace
+
+TEST_CASE("supervised pairs: each epoch a permutation by seed and epoch") {
+  ShuffledOrder order(10, 4, 7);  // one order asked step after step (its epoch cached)
+  checkEpochs(order, [](uint64_t seed, int64_t step) { return ShuffledOrder(10, 4, seed).batchRows(step); });
   CHECK(errorOf([] { ShuffledOrder(10, 11, 7); }) == "supervised data: 10 rows are fewer than the batch 11");
   CHECK(errorOf([&] { order.batchRows(-1); }) == "supervised data: negative step -1");
 }
@@ -454,27 +467,8 @@ TEST_CASE("text corpus: a reader keeps at most kMaxOpenFiles files open, and rea
 }
 
 TEST_CASE("text windows' order: each epoch a permutation by seed and epoch, without a table") {
-  // 10 windows, batch 4: 2 steps an epoch, 2 windows left out of each.
-  const int64_t n = 10, batch = 4;
-  WindowOrder order(n, batch, 7);
-  std::vector<std::vector<int64_t>> epochs;
-  for (int64_t e = 0; e < 3; ++e) {
-    std::vector<int64_t> seen;
-    for (int64_t k = 0; k < 2; ++k) {
-      std::vector<int64_t> r = order.batchRows(e * 2 + k);
-      REQUIRE(r.size() == (size_t)batch);
-      CHECK(r == WindowOrder(n, batch, 7).batchRows(e * 2 + k));  // a pure function of (seed, step)
-      seen.insert(seen.end(), r.begin(), r.end());
-    }
-    std::set<int64_t> distinct(seen.begin(), seen.end());
-    CHECK(distinct.size() == 8);
-    CHECK(*distinct.begin() >= 0);
-    CHECK(*distinct.rbegin() < n);
-    epochs.push_back(seen);
-  }
-  CHECK(epochs[0] != epochs[1]);
-  CHECK(epochs[1] != epochs[2]);
-  CHECK(WindowOrder(n, batch, 7).batchRows(0) != WindowOrder(n, batch, 8).batchRows(0));
+  WindowOrder order(10, 4, 7);
+  checkEpochs(order, [](uint64_t seed, int64_t step) { return WindowOrder(10, 4, seed).batchRows(step); });
   // A bijection of [0, n) for sizes around powers of 4, and not the identity.
   for (int64_t m : {1, 2, 3, 4, 5, 15, 16, 17, 1000, 65536, 65537, 200003}) {
     CAPTURE(m);
