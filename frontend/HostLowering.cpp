@@ -1,6 +1,6 @@
 // The host script: fn main -> HostProgram. Host statements (let, assign,
 // for, if, print, save, save_checkpoint, load_checkpoint), host builtins (load, exists,
-// start_step, batch, grad, opt.minimize) and the IR thunks that hold the
+// start_step, batch, grad, opt.minimize, evaluate) and the IR thunks that hold the
 // tensor math of each statement.
 #include <cctype>
 
@@ -92,6 +92,95 @@ EV Sema::lowerMethod(Ctx& c, const ast::Expr& e) {
   Value* arg = c.fn->addArg(f32);
   HostLeaf leaf{HostLeaf::Minimize, o->name, f32, std::nullopt, e.loc};
   leaf.sub = step;
+  c.leaves->push_back(leaf);
+  return EV::tensor(arg);
+}
+
+// evaluate(loss, data[, batches=K]): the mean of loss(inputs, targets)
+// over the validation batches of `data` (a text_bytes data set with a
+// split), forward only; its value is an f32 scalar. The loss is lowered
+// as a call on two host variables of the batch's type that stand for the
+// batch's halves, which then become the batch leaves of the loss thunk.
+EV Sema::lowerEvaluate(Ctx& c, const ast::Expr& e) {
+  if (!c.host) {
+    err(c, e.loc, "evaluate(...) is only allowed in fn main");
+    return {};
+  }
+  const auto& a = e.args;
+  if (a.size() < 2 || a.size() > 3 || !a[0].keyword.empty() || !a[1].keyword.empty() ||
+      a[0].value->kind != ast::ExprKind::Name || a[1].value->kind != ast::ExprKind::Name ||
+      (a.size() == 3 && a[2].keyword != "batches")) {
+    err(c, e.loc, "evaluate takes a loss function, a dataset and optionally batches=K (at most K validation "
+                  "batches): evaluate(loss, data)");
+    return {};
+  }
+  const std::string& fnName = a[0].value->text;
+  if (!fns_.count(fnName)) {
+    std::vector<std::string> names;
+    for (auto& [k, f] : fns_) names.push_back(k);
+    err(c, a[0].value->loc, "evaluate's first argument is the loss function; '" + fnName + "' is not a function" +
+                                suggest(fnName, names));
+    return {};
+  }
+  const std::string& dsName = a[1].value->text;
+  const Dataset* ds = findDataset(dsName);
+  if (!ds) {
+    err(c, a[1].value->loc, "'" + dsName + "' is not a dataset (declare one with dataset NAME = text_bytes(...))");
+    return {};
+  }
+  if (ds->kind != "text" || ds->split >= 1) {
+    err(c, a[1].value->loc, "evaluate needs a dataset with a validation part, text_bytes(..., split=S) with S < 1; '" +
+                                dsName + "' has none");
+    return {};
+  }
+  int64_t limit = 0;
+  if (a.size() == 3) {
+    auto v = evalInt(*a[2].value, "evaluate's batches");
+    if (!v) return {};
+    if (*v < 1) {
+      err(c, startLoc(*a[2].value), "evaluate's batches must be positive, got " + std::to_string(*v));
+      return {};
+    }
+    limit = *v;
+  }
+  const size_t nargs = fns_.at(fnName).decl->args.size();
+  if (nargs != 2) {
+    err(c, a[0].value->loc, "evaluate calls '" + fnName + "' on each validation batch as " + fnName +
+                                "(inputs, targets), but it takes " + std::to_string(nargs) + " argument" +
+                                (nargs == 1 ? "" : "s"));
+    return {};
+  }
+  // Not identifiers, so no name of the program is shadowed.
+  static const char* const kHalves[2] = {"evaluate inputs", "evaluate targets"};
+  ast::Expr call;
+  call.kind = ast::ExprKind::Call;
+  call.loc = e.loc;
+  call.text = fnName;
+  hostScopes_.emplace_back();
+  for (const char* h : kHalves) {
+    auto v = std::make_unique<ast::Expr>();
+    v->kind = ast::ExprKind::Name;
+    v->loc = a[1].value->loc;
+    v->text = h;
+    call.args.push_back({"", v->loc, std::move(v)});
+    hostScopes_.back()[h] = TensorType{DType::I32, {ds->batch, ds->seq}};
+  }
+  auto loss = std::make_shared<Thunk>();
+  const bool ok = makeLossThunk(call, fnName, 0, *loss);
+  hostScopes_.pop_back();
+  if (!ok) return {};
+  for (HostLeaf& l : loss->leaves) {
+    GSL_ASSERT(l.kind == HostLeaf::Var, "evaluate: a leaf of the loss is not a batch half");
+    l.kind = HostLeaf::Batch;
+    l.index = l.name == kHalves[0] ? 0 : 1;
+    l.name = ds->name;
+    l.loc = e.loc;
+  }
+  TensorType f32{DType::F32, {}};
+  Value* arg = c.fn->addArg(f32);
+  HostLeaf leaf{HostLeaf::Evaluate, ds->name, f32, std::nullopt, e.loc};
+  leaf.sub = loss;
+  leaf.limit = limit;
   c.leaves->push_back(leaf);
   return EV::tensor(arg);
 }
@@ -495,6 +584,7 @@ EV Sema::lowerHostBuiltinCall(Ctx& c, const ast::Expr& e, HostBuiltin b) {
     case HostBuiltin::Batch:
       err(c, e.loc, "batch(...) can only be the value of a let in fn main: let (x, y) = batch(data, step)");
       return {};
+    case HostBuiltin::Evaluate: return lowerEvaluate(c, e);
     case HostBuiltin::Load:
     case HostBuiltin::Count:
       break;

@@ -25,13 +25,18 @@ struct HostLeaf {
     Batch,      // one half of batch(dataset, step): index 0 inputs, 1 targets
     Minimize,   // opt.minimize(f, args...): runs `sub` (a training step), gives the loss
     StartStep,  // start_step(): the step to resume from (0 without --resume)
+    Evaluate,   // evaluate(loss, data): the mean of `sub` (the loss on a validation batch) over the batches
   } kind = Var;
-  std::string name;  // Var: host variable; Load/Exists: file path; Batch: dataset
+  std::string name;  // Var: host variable; Load/Exists: file path; Batch, Evaluate: dataset
   ir::TensorType type;
   std::optional<ir::Sharding> sharding;  // Load's annotation
   SourceLoc loc;
   int index = 0;     // Batch: 0 inputs, 1 targets
-  std::shared_ptr<Thunk> sub;  // Batch: the step; Minimize: the training step
+  int64_t limit = 0;  // Evaluate: at most this many batches (batches=; 0: all of them)
+  // Batch: the step (none in an Evaluate's loss: its batches are the
+  // validation part's, in order); Minimize: the training step; Evaluate:
+  // the loss on one batch, whose leaves are the batch's two halves.
+  std::shared_ptr<Thunk> sub;
 };
 
 // A tensor computation of the host script: run `fn` on the leaves' values.
@@ -68,12 +73,17 @@ struct HostStmt {
 };
 
 // `dataset NAME = copy_task(batch=, seq=, vocab=)`, `reverse_task(...)`,
-// `npy_tokens("file.npy", batch=, seq=[, vocab=])` or
+// `npy_tokens("file.npy", batch=, seq=[, vocab=])`,
 // `npy_pairs("x.npy", "y.npy", batch=, features=)` (supervised: inputs
-// f32[batch, features], labels i32[batch]).
+// f32[batch, features], labels i32[batch]) or
+// `text_bytes("a.txt"[, "b.txt", ...], batch=, seq=[, split=])` (byte
+// tokens, vocab 256; the first `split` of the text trains, the rest
+// validates).
 struct Dataset {
-  std::string name, kind, path, labelsPath;  // kind: copy, reverse, npy, pairs
+  std::string name, kind, path, labelsPath;  // kind: copy, reverse, npy, pairs, text
+  std::vector<std::string> paths;             // text: the files, in order
   int64_t batch = 0, seq = 0, vocab = 0, features = 0;
+  double split = 1;                           // text: the training share
   SourceLoc loc;
 };
 

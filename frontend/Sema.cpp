@@ -57,7 +57,7 @@ SourceLoc startLoc(const ast::Expr& e) {
 }
 
 // Host builtins, in HostBuiltin order (alphabetical).
-const std::array<const char*, (size_t)HostBuiltin::Count> kHostBuiltins = {"batch", "exists", "grad", "load", "load_checkpoint", "log_metric", "print", "save", "save_checkpoint", "start_step"};
+const std::array<const char*, (size_t)HostBuiltin::Count> kHostBuiltins = {"batch", "evaluate", "exists", "grad", "load", "load_checkpoint", "log_metric", "print", "save", "save_checkpoint", "start_step"};
 const std::set<std::string> kInitializers = {"zeros", "ones", "normal", "uniform", "glorot"};
 
 std::optional<HostBuiltin> hostBuiltin(const std::string& name) {
@@ -548,8 +548,31 @@ void Sema::declDataset(const ast::Decl& d) {
     ds.path = e.args[0].value->text;
     ds.labelsPath = e.args[1].value->text;
     if (!numericKeywords(e, {{"batch", 0}, {"features", 0}}, kw, 2)) return;
+  } else if (e.kind == ast::ExprKind::Call && e.text == "text_bytes") {
+    ds.kind = "text";
+    size_t n = 0;
+    while (n < e.args.size() && e.args[n].keyword.empty() && e.args[n].value->kind == ast::ExprKind::String)
+      ds.paths.push_back(e.args[n++].value->text);
+    if (n == 0) {
+      err(e.loc, "text_bytes takes the paths of one or more text files first: text_bytes(\"corpus.txt\", batch=B, seq=S, split=0.95)");
+      return;
+    }
+    ds.path = ds.paths[0];
+    // split= is optional: 1 (all of the text trains) when not given.
+    if (!numericKeywords(e, {{"batch", 0}, {"seq", 0}, {"split", 1}}, kw, n)) return;
+    ds.split = kw["split"];
+    kw.erase("split");
+    if (!(ds.split > 0 && ds.split <= 1)) {
+      SourceLoc l = e.loc;
+      for (const auto& a : e.args)
+        if (a.keyword == "split") l = startLoc(*a.value);
+      err(l, "text_bytes's split (the share of the text that trains; the rest validates) must be in (0, 1], got " +
+                 formatNum(Num{false, 0, ds.split}));
+      return;
+    }
+    ds.vocab = 256;  // a token per byte
   } else {
-    err(e.loc, "a dataset is copy_task(batch=, seq=, vocab=), reverse_task(batch=, seq=, vocab=), npy_tokens(\"file.npy\", batch=, seq=) or npy_pairs(\"x.npy\", \"y.npy\", batch=, features=)");
+    err(e.loc, "a dataset is copy_task(batch=, seq=, vocab=), reverse_task(batch=, seq=, vocab=), npy_tokens(\"file.npy\", batch=, seq=), npy_pairs(\"x.npy\", \"y.npy\", batch=, features=) or text_bytes(\"corpus.txt\", batch=, seq=, split=)");
     return;
   }
   for (auto& [k, v] : kw)
@@ -559,7 +582,7 @@ void Sema::declDataset(const ast::Decl& d) {
     }
   ds.batch = (int64_t)kw["batch"];
   ds.seq = (int64_t)kw["seq"];
-  ds.vocab = kw.count("vocab") ? (int64_t)kw["vocab"] : 0;  // npy_tokens: 0 when not given
+  if (ds.kind != "text") ds.vocab = kw.count("vocab") ? (int64_t)kw["vocab"] : 0;  // npy_tokens: 0 when not given
   ds.features = kw.count("features") ? (int64_t)kw["features"] : 0;
   if ((ds.kind == "copy" || ds.kind == "reverse") && (ds.seq < 4 || ds.vocab < 3)) {
     err(e.loc, e.text + " needs seq >= 4 and vocab >= 3");

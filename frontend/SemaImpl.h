@@ -53,7 +53,7 @@ struct EV {
 
 // The builtins of the host script (fn main), as opposed to the tensor
 // builtins of the op table. In alphabetical order, as kHostBuiltins.
-enum class HostBuiltin { Batch, Exists, Grad, Load, LoadCheckpoint, LogMetric, Print, Save, SaveCheckpoint, StartStep, Count };
+enum class HostBuiltin { Batch, Evaluate, Exists, Grad, Load, LoadCheckpoint, LogMetric, Print, Save, SaveCheckpoint, StartStep, Count };
 std::optional<HostBuiltin> hostBuiltin(const std::string& name);  // Sema.cpp
 const char* hostBuiltinName(HostBuiltin b);
 std::vector<std::string> hostBuiltinNames();
@@ -267,6 +267,7 @@ class Sema {
   EV lowerMethod(Ctx& c, const ast::Expr& e);
   EV lowerLoad(Ctx& c, const ast::Expr& e);
   EV lowerHostBuiltinCall(Ctx& c, const ast::Expr& e, HostBuiltin b);
+  EV lowerEvaluate(Ctx& c, const ast::Expr& e);
   bool makeThunk(const ast::Expr& e, Thunk& t, std::optional<DType> want = std::nullopt, bool allowTuple = false);
   const TensorType* findHostVar(const std::string& n);
   bool lowerGradLet(const ast::Stmt& s, const ast::Expr& rhs, HostStmt& h);

@@ -2,7 +2,7 @@
 // on a rank. `batch(data, step)` makes nothing yet: its two halves stay
 // pending until a thunk takes them, and then only the block this rank
 // holds as that thunk wants it (wantedSharding) is made; for npy_pairs
-// only those rows are read from the file.
+// and text_bytes only those rows are read from the files.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -24,6 +24,7 @@ struct PendingBatch {
   int64_t step = 0;
   int index = 0;  // 0 inputs, 1 labels (targets)
   SourceLoc loc;  // the batch(...) call
+  bool validation = false;  // text_bytes: batch `step` of the validation part (evaluate), in order
 };
 
 // A host value on one rank: its block, how it lies, or a batch half that
@@ -49,6 +50,12 @@ class Batcher {
   // batch(data, step) (`l`, its step evaluated): one half, pending.
   HostValue batch(const frontend::HostLeaf& l, int64_t step) const;
 
+  // evaluate(loss, data) (leaf `l`): how many validation batches it takes
+  // (at most `l`'s batches= when given), and half `index` of batch k,
+  // pending.
+  int64_t validationBatches(const frontend::HostLeaf& l);
+  HostValue validationBatch(const frontend::HostLeaf& l, int index, int64_t k) const;
+
   // The inputs of a thunk as its function `fn` takes them: pending batch
   // halves read as it wants them.
   void readPending(const ir::Function& fn, std::vector<HostValue>& in);
@@ -68,10 +75,22 @@ class Batcher {
   bool mpi_;
   std::map<std::string, backend::Tensor> npyTokens_;  // npy_tokens arrays by path
   std::map<std::string, PairsData> pairs_;
+  // text_bytes data sets by name: the corpus (this rank's reader) and the
+  // training windows' order.
+  struct TextData {
+    std::unique_ptr<TextCorpus> corpus;
+    std::unique_ptr<WindowOrder> order;
+  };
+  std::map<std::string, TextData> texts_;
 
   backend::Tensor tokenBatch(const PendingBatch& p);
   PairsData& pairsData(const frontend::Dataset& ds);
+  TextData& textData(const frontend::Dataset& ds);
+  const frontend::Dataset& dataset(const std::string& name) const;
   HostValue readBatch(const PendingBatch& p, const std::optional<ir::Sharding>& s);
+  HostValue readText(const PendingBatch& p, const std::optional<ir::Sharding>& s);
+  std::vector<int64_t> heldRows(std::vector<int64_t> rows, const std::optional<ir::Sharding>& s) const;
+  HostValue otherDims(backend::Tensor rows, const std::optional<ir::Sharding>& s) const;
 };
 
 }  // namespace gsl::runtime

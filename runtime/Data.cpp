@@ -1,6 +1,7 @@
 #include "runtime/Data.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -130,6 +131,179 @@ std::vector<int64_t> ShuffledOrder::batchRows(int64_t step) {
     epoch_ = epoch;
   }
   return std::vector<int64_t>(perm_.begin() + k * batch_, perm_.begin() + (k + 1) * batch_);
+}
+
+WindowOrder::WindowOrder(int64_t n, int64_t batch, uint64_t seed) : n_(n), batch_(batch), seed_(seed) {
+  if (batch < 1) fail("text data: batch must be >= 1, got " + std::to_string(batch));
+  if (n < batch)
+    fail("text data: " + std::to_string(n) + " windows are fewer than the batch " + std::to_string(batch));
+  // 4^halfBits_ >= n: two halves of halfBits_ bits each.
+  while (halfBits_ < 31 && ((int64_t)1 << (2 * halfBits_)) < n) ++halfBits_;
+}
+
+uint64_t WindowOrder::feistel(uint64_t stream, uint64_t x) const {
+  const uint64_t mask = ((uint64_t)1 << halfBits_) - 1;
+  uint64_t l = x >> halfBits_, r = x & mask;
+  for (uint64_t round = 0; round < 4; ++round) {
+    uint32_t out[4];
+    backend::philox(seed_, stream, (r << 2) | round, out);
+    const uint64_t f = (((uint64_t)out[1] << 32) | out[0]) & mask;
+    const uint64_t nl = r;
+    r = l ^ f;
+    l = nl;
+  }
+  return (l << halfBits_) | r;
+}
+
+int64_t WindowOrder::at(int64_t epoch, int64_t i) const {
+  GSL_ASSERT(i >= 0 && i < n_, "WindowOrder::at: position out of range");
+  if (halfBits_ == 0) return 0;  // n == 1
+  const uint64_t stream = backend::hashName("data/text") ^ ((uint64_t)epoch * 0x9E3779B97F4A7C15ULL);
+  uint64_t x = (uint64_t)i;
+  do x = feistel(stream, x);
+  while (x >= (uint64_t)n_);
+  return (int64_t)x;
+}
+
+std::vector<int64_t> WindowOrder::batchRows(int64_t step) const {
+  if (step < 0) fail("text data: negative step " + std::to_string(step));
+  const int64_t perEpoch = n_ / batch_;
+  const int64_t epoch = step / perEpoch, k = step % perEpoch;
+  std::vector<int64_t> rows((size_t)batch_);
+  for (int64_t r = 0; r < batch_; ++r) rows[(size_t)r] = at(epoch, k * batch_ + r);
+  return rows;
+}
+
+namespace {
+
+// Reads up to `n` bytes at `at`; the bytes read (short only at the end of the file).
+size_t preadAll(int fd, void* dst, size_t n, uint64_t at, const std::string& path) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t got = ::pread(fd, static_cast<char*>(dst) + done, n - done, (off_t)(at + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw TextReadError(path + ": cannot read: " + std::strerror(errno));
+    if (got == 0) break;
+    done += (size_t)got;
+  }
+  return done;
+}
+
+// The errors are readNpy's: "no such file", "is a directory", "not a
+// regular file", "cannot read: ...".
+int openText(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) throw TextReadError(path + ": no such file");
+  if (fd < 0) throw TextReadError(path + ": cannot read: " + std::strerror(errno));
+  return fd;
+}
+
+// Thousands separated: 2,576,674.
+std::string grouped(int64_t v) {
+  std::string s = std::to_string(v);
+  for (int i = (int)s.size() - 3; i > 0; i -= 3) s.insert((size_t)i, ",");
+  return s;
+}
+
+}  // namespace
+
+TextCorpus::TextCorpus(const std::vector<std::string>& paths, int64_t seq, double split)
+    : paths_(paths), seq_(seq), split_(split) {
+  if (paths.empty()) fail("text_bytes: no file given");
+  if (seq < 1) fail("text_bytes: seq must be >= 1, got " + std::to_string(seq));
+  if (!(split > 0 && split <= 1)) fail("text_bytes: split must be in (0, 1], got " + shortest(split));
+  // Each file once, a block at a time: its size, and that it is text.
+  std::vector<unsigned char> block(1 << 18);
+  for (const std::string& path : paths) {
+    int fd = openText(path);
+    struct stat st;
+    const bool stated = ::fstat(fd, &st) == 0;
+    if (!stated || !S_ISREG(st.st_mode)) {
+      const std::string why = !stated                 ? std::string("cannot read: ") + std::strerror(errno)
+                              : S_ISDIR(st.st_mode) ? "is a directory"
+                                                    : "not a regular file";
+      ::close(fd);
+      throw TextReadError(path + ": " + why);
+    }
+    uint64_t size = 0;
+    try {
+      for (size_t got; (got = preadAll(fd, block.data(), block.size(), size, path)) > 0; size += got)
+        if (const void* nul = std::memchr(block.data(), 0, got)) {
+          const uint64_t at = size + (uint64_t)(static_cast<const unsigned char*>(nul) - block.data());
+          fail(path + ": not a text file: a NUL byte at offset " + std::to_string(at) +
+               " (text_bytes reads text, a token per byte)");
+        }
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+    if (size == 0) fail(path + ": the file is empty (text_bytes reads text, a token per byte)");
+    starts_.push_back(total_);
+    total_ += (int64_t)size;
+  }
+  starts_.push_back(total_);
+  fds_.assign(paths.size(), -1);
+  trainBytes_ = split >= 1 ? total_ : (int64_t)std::floor(split * (double)total_);
+}
+
+TextCorpus::~TextCorpus() {
+  for (int f : fds_)
+    if (f >= 0) ::close(f);
+}
+
+int64_t TextCorpus::windows(bool validation) const {
+  const int64_t part = validation ? total_ - trainBytes_ : trainBytes_;
+  return part > seq_ ? (part - 1) / seq_ : 0;
+}
+
+void TextCorpus::requireWindows(int64_t batch, bool validation) const {
+  const int64_t have = windows(validation);
+  if (have >= batch) return;
+  const double share = validation ? 1 - split_ : split_;
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.4g%%", share * 100);
+  const int64_t part = validation ? total_ - trainBytes_ : trainBytes_;
+  std::string name = paths_[0];
+  if (paths_.size() > 1)
+    name += " (and " + std::to_string(paths_.size() - 1) + (paths_.size() == 2 ? " more file)" : " more files)");
+  std::string where = split_ >= 1 ? "all " + grouped(total_) + " bytes"
+                                  : std::string(validation ? "the last " : "the first ") + pct + ": " +
+                                        grouped(part) + " of " + grouped(total_) + " bytes";
+  fail(name + ": the " + (validation ? "validation" : "training") + " part (" + where + ") holds " +
+       std::to_string(have) + (have == 1 ? " window" : " windows") + " of seq + 1 = " + std::to_string(seq_ + 1) +
+       " bytes, fewer than the batch " + std::to_string(batch) + " (a shorter seq, a smaller batch or more text" +
+       (validation ? ", or a smaller split" : "") + ")");
+}
+
+int TextCorpus::fd(size_t file) {
+  if (fds_[file] >= 0) return fds_[file];
+  if ((int)opened_.size() == kMaxOpenFiles) {
+    ::close(fds_[opened_.front()]);
+    fds_[opened_.front()] = -1;
+    opened_.erase(opened_.begin());
+  }
+  fds_[file] = openText(paths_[file]);
+  opened_.push_back(file);
+  return fds_[file];
+}
+
+void TextCorpus::read(int64_t at, int64_t count, int32_t* dst) {
+  GSL_ASSERT(at >= 0 && count >= 0 && at + count <= total_, "TextCorpus::read: bytes out of range");
+  buf_.resize((size_t)count);
+  // The file holding byte `at`, then the next ones.
+  size_t file = (size_t)(std::upper_bound(starts_.begin(), starts_.end(), at) - starts_.begin()) - 1;
+  int64_t done = 0;
+  while (done < count) {
+    const int64_t off = at + done - starts_[file];
+    const int64_t n = std::min(count - done, starts_[file + 1] - (at + done));
+    if (preadAll(fd(file), buf_.data() + done, (size_t)n, (uint64_t)off, paths_[file]) < (size_t)n)
+      throw TextReadError(paths_[file] + ": cannot read: the file got shorter");
+    done += n;
+    ++file;
+  }
+  bytesRead_ += (uint64_t)count;
+  for (int64_t i = 0; i < count; ++i) dst[i] = buf_[(size_t)i];
 }
 
 NpyRows::NpyRows(const std::string& path, bool labels) : NpyRows(path, labels ? NpyKind::Labels : NpyKind::Inputs) {}

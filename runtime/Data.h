@@ -32,6 +32,7 @@
 // with a clear message.
 #pragma once
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,91 @@ class ShuffledOrder {
   uint64_t seed_;
   int64_t epoch_ = -1;
   std::vector<int64_t> perm_;
+};
+
+// The order of a text corpus' training windows (text_bytes): as
+// ShuffledOrder, an epoch is n / batch steps and epoch e = step / (n /
+// batch) visits the windows in a permutation that is a pure function of
+// (seed, e), step s taking its positions [k * batch, (k + 1) * batch), k =
+// s mod (n / batch). The permutation is computed an element at a time,
+// not held as a table: a keyed Feistel network (4 rounds, Philox round
+// keys from (seed, e)) permutes [0, 4^h), the next power of 4 >= n, and
+// an index it takes to n or beyond is permuted again until it lands below
+// n ("cycle walking", still a bijection of [0, n)). Memory is constant
+// whatever n: a corpus of 10 GB needs no table of its windows.
+class WindowOrder {
+ public:
+  WindowOrder(int64_t n, int64_t batch, uint64_t seed);
+  // The windows of step `step`'s batch, in batch order.
+  std::vector<int64_t> batchRows(int64_t step) const;
+  // Position i of epoch e's permutation (i in [0, n)).
+  int64_t at(int64_t epoch, int64_t i) const;
+  int64_t windows() const { return n_; }
+
+ private:
+  int64_t n_, batch_;
+  uint64_t seed_;
+  int halfBits_ = 0;
+  uint64_t feistel(uint64_t stream, uint64_t x) const;
+};
+
+// The bytes of one or more text files (text_bytes), read as one stream,
+// the files one after the other; a token is a byte's value (vocab 256).
+// The first floor(split * N) bytes of the N are the training part, the
+// rest the validation part. A part of P bytes holds (P - 1) / seq windows
+// of seq + 1 bytes, window w at offset w * seq of its part (consecutive
+// windows share one byte): inputs = its first seq bytes, targets = its
+// last seq (the next byte of each input).
+//
+// Streaming: the constructor reads each file once, a block at a time, to
+// check it (no NUL byte), and keeps only the sizes; a window is read with
+// pread where it lies (a reader keeps at most kMaxOpenFiles files open).
+// Memory does not grow with the corpus.
+//
+// Errors throw TextReadError for a file that cannot be read ("<path>: no
+// such file", "is a directory", "cannot read: ..."), std::runtime_error
+// for one that is not text: "<path>: <what>". A file is text unless it is empty or holds a NUL byte
+// (as git, grep and diff decide); any other byte, invalid UTF-8 included
+// (Latin-1 text), is a token like the others.
+struct TextReadError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+class TextCorpus {
+ public:
+  static constexpr int kMaxOpenFiles = 16;
+  TextCorpus(const std::vector<std::string>& paths, int64_t seq, double split);
+  ~TextCorpus();
+  TextCorpus(const TextCorpus&) = delete;
+  TextCorpus& operator=(const TextCorpus&) = delete;
+
+  int64_t bytes() const { return total_; }
+  int64_t trainBytes() const { return trainBytes_; }
+  // The windows of the training or the validation part.
+  int64_t windows(bool validation) const;
+  // Throws std::runtime_error unless the part holds at least `batch`
+  // windows ("corpus.txt: the training part (the first 95%: 950 of 1,000
+  // bytes) holds 1 window of seq + 1 = 513 bytes, fewer than the batch 4
+  // ...").
+  void requireWindows(int64_t batch, bool validation) const;
+  // Where window w of a part starts in the stream.
+  int64_t windowStart(bool validation, int64_t w) const {
+    return (validation ? trainBytes_ : 0) + w * seq_;
+  }
+  // Reads `count` bytes from stream offset `at` as i32 tokens into `dst`.
+  void read(int64_t at, int64_t count, int32_t* dst);
+  // The bytes read by read() so far (the constructor's check not counted).
+  uint64_t bytesRead() const { return bytesRead_; }
+
+ private:
+  std::vector<std::string> paths_;
+  std::vector<int64_t> starts_;  // each file's first byte in the stream; then total_
+  std::vector<int> fds_;         // -1: not open
+  std::vector<size_t> opened_;   // open files, oldest first
+  int64_t total_ = 0, trainBytes_ = 0, seq_ = 0;
+  double split_ = 1;
+  uint64_t bytesRead_ = 0;
+  std::vector<unsigned char> buf_;
+  int fd(size_t file);
 };
 
 // One .npy array of a supervised data set, read a row at a time (pread at

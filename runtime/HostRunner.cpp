@@ -109,8 +109,25 @@ class RankRunner : public HostWalker<HostValue> {
       case HostLeaf::StartStep: return {Tensor::scalarI32((int32_t)model_.training.startStep), std::nullopt};
       case HostLeaf::Batch: return batches_.batch(l, (int64_t)whole(*l.sub).item());
       case HostLeaf::Minimize: return minimize(l);
+      case HostLeaf::Evaluate: return evaluate(l);
     }
     return {};
+  }
+
+  // evaluate(loss, data): the loss (forward only) on each validation batch
+  // in order, whole on every rank, and their mean. Every rank runs the
+  // same batches.
+  HostValue evaluate(const HostLeaf& l) {
+    const Thunk& st = *l.sub;
+    const int64_t n = batches_.validationBatches(l);
+    double sum = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      if (!mpi_) throwIfInterrupted();
+      std::vector<HostValue> in;
+      for (const HostLeaf& lf : st.leaves) in.push_back(batches_.validationBatch(l, lf.index, k));
+      sum += call(st, in, true)[0].local.item();
+    }
+    return {Tensor::scalarF32((float)(sum / (double)n)), std::nullopt};
   }
 
   // One training step: opt.minimize(loss, args...), and the checkpoint

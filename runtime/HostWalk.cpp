@@ -114,6 +114,17 @@ WalkedValue ShardingWalk::leaf(const HostLeaf& l) {
       visit(st, f, true, shardings);
       return {l.type, f.resultShardings[0], nullptr, 0, {}, false};
     }
+    case HostLeaf::Evaluate: {
+      // The loss on one validation batch, whole: its leaves are the
+      // batch's two halves, as it wants them.
+      const Thunk& st = *l.sub;
+      std::vector<WalkedValue> in;
+      for (const HostLeaf& lf : st.leaves) in.push_back({lf.type, std::nullopt, nullptr, 0, {}, true});
+      placeBatches(*st.fn, in);
+      const auto shardings = shardingsOf(in);
+      visit(st, programs_.perRank(st, shardings, true), false, shardings);
+      return {l.type, std::nullopt, nullptr, 0, {}, false};
+    }
     default: break;
   }
   return {l.type, leafSharding(l), nullptr, 0, {}, false};

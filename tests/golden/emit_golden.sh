@@ -26,7 +26,7 @@ declare -A example_args=(
   [examples/mlp.gsl]="-np 2" [examples/transformer.gsl]="-np 4"
   [examples/moe.gsl]="-np 8" [examples/gshard_600b.gsl]="-np 2048"
   [examples/gshard_600b_pipeline.gsl]="-np 2048 -D PP=2 -D MB=2" [examples/generate.gsl]="-np 4"
-  [examples/classifier.gsl]="-np 4")
+  [examples/classifier.gsl]="-np 4" [examples/char_lm.gsl]="-np 2")
 fail=0 n=0
 for f in examples/*.gsl tests/programs/*.gsl tests/sharding/*.gsl tests/training/*.gsl tests/filecheck/*.gsl; do
   [ -f "$f" ] || continue

@@ -1,5 +1,6 @@
-// runtime/Data: synthetic copy/reverse batches, token-array windows, and
-// supervised pairs (the shuffled order, .npy rows read one at a time).
+// runtime/Data: synthetic copy/reverse batches, token-array windows,
+// supervised pairs (the shuffled order, .npy rows read one at a time) and
+// text corpora (the split, windows, their order, the checks).
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -213,17 +214,23 @@ TEST_CASE("token window errors") {
   CHECK(errorOf([&] { npyTokenBatch(t, 0, 1, 0); }) == "token data: seq must be >= 1, got 0");
 }
 
-TEST_CASE("supervised pairs: each epoch a permutation by seed and epoch") {
-  const int64_t n = 10, batch = 4;  // 2 steps per epoch, 2 rows left out each epoch
-  auto rows = [&](uint64_t seed, int64_t step) { return ShuffledOrder(n, batch, seed).batchRows(step); };
-  ShuffledOrder order(n, batch, 7);  // one order asked step after step (its epoch cached)
+namespace {
+
+// An order (ShuffledOrder, WindowOrder) of n = 10 rows in batches of 4 (2
+// steps an epoch, 2 rows left out of each), asked step after step and
+// made afresh for each step by `fresh(seed, step)`: each epoch a
+// permutation, another each epoch and under another seed, and the order
+// asked step after step gives what a fresh one does.
+template <class Order, class Fresh>
+void checkEpochs(Order& order, Fresh fresh) {
+  const int64_t n = 10, batch = 4;
   std::vector<std::vector<int64_t>> epochs;
   for (int64_t e = 0; e < 3; ++e) {
     std::vector<int64_t> seen;
     for (int64_t k = 0; k < 2; ++k) {
       std::vector<int64_t> r = order.batchRows(e * 2 + k);
       REQUIRE(r.size() == (size_t)batch);
-      CHECK(r == rows(7, e * 2 + k));  // the cache gives what a fresh order does
+      CHECK(r == fresh(7, e * 2 + k));
       seen.insert(seen.end(), r.begin(), r.end());
     }
     std::set<int64_t> distinct(seen.begin(), seen.end());
@@ -234,8 +241,15 @@ TEST_CASE("supervised pairs: each epoch a permutation by seed and epoch") {
   }
   CHECK(epochs[0] != epochs[1]);  // reshuffled each epoch
   CHECK(epochs[1] != epochs[2]);
-  CHECK(order.batchRows(1) == rows(7, 1));  // back to an earlier epoch
-  CHECK(rows(7, 0) != rows(8, 0));  // the seed changes the order
+  CHECK(order.batchRows(1) == fresh(7, 1));  // back to an earlier epoch
+  CHECK(fresh(7, 0) != fresh(8, 0));  // the seed changes the order
+}
+
+}  // namespace
+
+TEST_CASE("supervised pairs: each epoch a permutation by seed and epoch") {
+  ShuffledOrder order(10, 4, 7);  // one order asked step after step (its epoch cached)
+  checkEpochs(order, [](uint64_t seed, int64_t step) { return ShuffledOrder(10, 4, seed).batchRows(step); });
   CHECK(errorOf([] { ShuffledOrder(10, 11, 7); }) == "supervised data: 10 rows are fewer than the batch 11");
   CHECK(errorOf([&] { order.batchRows(-1); }) == "supervised data: negative step -1");
 }
@@ -342,4 +356,144 @@ TEST_CASE("readTokenFile: int32, int64, uint16 and uint8 tokens; range and shape
   CHECK(errorOf([&] { readTokenFile(path, 0); }) == path + ": npy_tokens needs a 1-D array of tokens, got shape [2, 2]");
   for (const char* n : {"t4.npy", "t8.npy", "t2.npy", "t1.npy", "tneg.npy", "tbig.npy", "tf.npy", "t2d.npy"})
     std::remove((std::filesystem::temp_directory_path() / (std::string("gsl_data_test_") + n)).c_str());
+}
+
+namespace {
+
+// A file of `bytes` in the temp folder; its path.
+std::string writeTextFile(const std::string& name, const std::string& bytes) {
+  std::string path = (std::filesystem::temp_directory_path() / ("gsl_text_test_" + name)).string();
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+std::vector<int32_t> readTokens(TextCorpus& c, int64_t at, int64_t n) {
+  std::vector<int32_t> out((size_t)n);
+  c.read(at, n, out.data());
+  return out;
+}
+
+std::vector<int32_t> tokensOf(const std::string& s) { return std::vector<int32_t>(s.begin(), s.end()); }
+
+}  // namespace
+
+TEST_CASE("text corpus: files as one stream, the split by position, windows of seq + 1 bytes") {
+  // 26 + 10 = 36 bytes over two files; split 0.75: 27 bytes train, 9 validate.
+  const std::string a = "abcdefghijklmnopqrstuvwxyz", b = "0123456789";
+  std::string pa = writeTextFile("a.txt", a), pb = writeTextFile("b.txt", b);
+  TextCorpus c({pa, pb}, 4, 0.75);
+  CHECK(c.bytes() == 36);
+  CHECK(c.trainBytes() == 27);
+  CHECK(c.windows(false) == 6);  // (27 - 1) / 4: the last ends at byte 25 (window 5: bytes 20..24)
+  CHECK(c.windows(true) == 2);   // (9 - 1) / 4
+  CHECK(c.windowStart(false, 5) == 20);
+  CHECK(c.windowStart(true, 0) == 27);
+  CHECK(c.windowStart(true, 1) == 31);
+  // A window's inputs and targets: its first and last seq bytes; the
+  // validation windows run across the end of the first file.
+  CHECK(readTokens(c, c.windowStart(false, 1), 4) == tokensOf("efgh"));
+  CHECK(readTokens(c, c.windowStart(false, 1) + 1, 4) == tokensOf("fghi"));
+  CHECK(readTokens(c, c.windowStart(true, 0), 5) == tokensOf("12345"));
+  CHECK(readTokens(c, 24, 6) == tokensOf("yz0123"));  // across the files
+  // Every window lies inside its part: the training ones end before the
+  // validation part, the validation ones inside the stream.
+  CHECK(c.windowStart(false, c.windows(false) - 1) + 4 + 1 <= c.trainBytes());
+  CHECK(c.windowStart(true, c.windows(true) - 1) + 4 + 1 <= c.bytes());
+  CHECK(c.bytesRead() == 4 + 4 + 5 + 6);
+  // Bytes 128..255 (Latin-1, invalid UTF-8) are tokens like the others.
+  std::string pl = writeTextFile("latin1.txt", std::string("caf\xe9 \xff!", 7));
+  TextCorpus l({pl}, 2, 1);
+  CHECK(l.trainBytes() == 7);
+  CHECK(l.windows(true) == 0);
+  CHECK(readTokens(l, 3, 4) == std::vector<int32_t>{0xe9, ' ', 0xff, '!'});
+  // split 1: all of it trains.
+  TextCorpus whole({pa}, 5, 1);
+  CHECK(whole.windows(false) == 5);  // (26 - 1) / 5
+  CHECK(errorOf([&] { whole.requireWindows(6, false); }) ==
+        pa + ": the training part (all 26 bytes) holds 5 windows of seq + 1 = 6 bytes, fewer than the batch 6 "
+             "(a shorter seq, a smaller batch or more text)");
+  c.requireWindows(6, false);
+  c.requireWindows(2, true);
+  CHECK(errorOf([&] { c.requireWindows(3, true); }) ==
+        pa + " (and 1 more file): the validation part (the last 25%: 9 of 36 bytes) holds 2 windows of seq + 1 = 5 "
+             "bytes, fewer than the batch 3 (a shorter seq, a smaller batch or more text, or a smaller split)");
+  TextCorpus longSeq({pa, pb}, 40, 0.75);
+  CHECK(longSeq.windows(false) == 0);
+  CHECK(errorOf([&] { longSeq.requireWindows(1, false); }) ==
+        pa + " (and 1 more file): the training part (the first 75%: 27 of 36 bytes) holds 0 windows of seq + 1 = 41 "
+             "bytes, fewer than the batch 1 (a shorter seq, a smaller batch or more text)");
+  for (const auto& p : {pa, pb, pl}) std::remove(p.c_str());
+}
+
+TEST_CASE("text corpus: a missing, empty, binary or directory file is an error naming it") {
+  std::string missing = (std::filesystem::temp_directory_path() / "gsl_text_test_missing.txt").string();
+  std::remove(missing.c_str());
+  CHECK(errorOf([&] { TextCorpus({missing}, 4, 1); }) == missing + ": no such file");
+  bool readError = false;
+  try {
+    TextCorpus({missing}, 4, 1);
+  } catch (const TextReadError&) {
+    readError = true;  // the cannot-read kind (under MPI the message names the host)
+  }
+  CHECK(readError);
+  std::string empty = writeTextFile("empty.txt", "");
+  CHECK(errorOf([&] { TextCorpus({empty}, 4, 1); }) ==
+        empty + ": the file is empty (text_bytes reads text, a token per byte)");
+  // A NUL byte anywhere, here past the first block the check reads.
+  std::string big(300000, 'x');
+  big[299990] = '\0';
+  std::string binary = writeTextFile("binary.txt", big);
+  std::string ok = writeTextFile("ok.txt", "fine text");
+  CHECK(errorOf([&] { TextCorpus({ok, binary}, 4, 1); }) ==
+        binary + ": not a text file: a NUL byte at offset 299990 (text_bytes reads text, a token per byte)");
+  std::string dir = std::filesystem::temp_directory_path().string();
+  CHECK(errorOf([&] { TextCorpus({dir}, 4, 1); }) == dir + ": is a directory");
+  CHECK(errorOf([&] { TextCorpus({ok}, 4, 0); }) == "text_bytes: split must be in (0, 1], got 0");
+  for (const auto& p : {empty, binary, ok}) std::remove(p.c_str());
+}
+
+TEST_CASE("text corpus: a reader keeps at most kMaxOpenFiles files open, and reads across all of them") {
+  std::vector<std::string> paths;
+  std::string all;
+  for (int i = 0; i < TextCorpus::kMaxOpenFiles + 5; ++i) {
+    std::string s = std::string(1, (char)('A' + i)) + std::string(1, (char)('a' + i));
+    paths.push_back(writeTextFile("many" + std::to_string(i) + ".txt", s));
+    all += s;
+  }
+  TextCorpus c(paths, 3, 1);
+  for (int pass = 0; pass < 2; ++pass)  // files closed and opened again
+    for (int64_t at = 0; at + 3 <= c.bytes(); ++at) CHECK(readTokens(c, at, 3) == tokensOf(all.substr((size_t)at, 3)));
+  for (const auto& p : paths) std::remove(p.c_str());
+}
+
+TEST_CASE("text windows' order: each epoch a permutation by seed and epoch, without a table") {
+  WindowOrder order(10, 4, 7);
+  checkEpochs(order, [](uint64_t seed, int64_t step) { return WindowOrder(10, 4, seed).batchRows(step); });
+  // A bijection of [0, n) for sizes around powers of 4, and not the identity.
+  for (int64_t m : {1, 2, 3, 4, 5, 15, 16, 17, 1000, 65536, 65537, 200003}) {
+    CAPTURE(m);
+    WindowOrder o(m, 1, 3);
+    std::vector<char> hit((size_t)m, 0);
+    int64_t fixed = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      int64_t w = o.at(1, i);
+      REQUIRE(w >= 0);
+      REQUIRE(w < m);
+      CHECK_FALSE(hit[(size_t)w]);
+      hit[(size_t)w] = 1;
+      fixed += w == i;
+    }
+    if (m >= 1000) CHECK(fixed < m / 100);  // shuffled (a random permutation fixes ~1 point)
+  }
+  // A corpus of 10 GB at seq 64 (156 million windows): any position at once.
+  WindowOrder huge((int64_t)10e9 / 64, 32, 1);
+  std::set<int64_t> rows;
+  for (int64_t s : {0, 1, 4000000}) {
+    std::vector<int64_t> r = huge.batchRows(s);
+    rows.insert(r.begin(), r.end());
+  }
+  CHECK(rows.size() == 96);
+  CHECK(*rows.rbegin() < huge.windows());
+  CHECK(errorOf([] { WindowOrder(3, 4, 7); }) == "text data: 3 windows are fewer than the batch 4");
+  CHECK(errorOf([&] { order.batchRows(-1); }) == "text data: negative step -1");
 }

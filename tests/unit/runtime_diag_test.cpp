@@ -61,6 +61,10 @@ void makeFixture(const std::string& spec) {
     fs::create_directory(name);
     return;
   }
+  if (rest == "empty") {
+    std::ofstream{name};
+    return;
+  }
   if (rest.rfind("text ", 0) == 0) {
     std::ofstream(name) << rest.substr(5);
     return;
