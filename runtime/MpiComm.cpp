@@ -333,15 +333,25 @@ void MpiComm::runReduceScatter(const std::vector<int>& group, const void* send, 
     }
     return;
   }
-  MPI_Datatype t = mpiType(dt);
   if (checkCalls_) impl_->checkCall(c, group, {(int64_t)ir::OpKind::ReduceScatter, (int64_t)(count * 4 * group.size()), (int64_t)dt});
-  if (count > (size_t)INT_MAX) throw CommError("reduce_scatter of " + std::to_string(count) + " elements is too large");
-  std::vector<char> copy;
-  if (overlaps(send, recv, count * 4 * group.size())) {
-    copy.assign(static_cast<const char*>(send), static_cast<const char*>(send) + count * 4 * group.size());
-    send = copy.data();
-  }
-  if (count) check(MPI_Reduce_scatter_block(send, recv, (int)count, t, MPI_SUM, c), "MPI_Reduce_scatter_block");
+  if (count * 4 > (size_t)INT_MAX) throw CommError("reduce_scatter of " + std::to_string(count) + " elements is too large");
+  (void)mpiType(dt);  // f32 or i32, else an error
+  if (!count) return;
+  // Every member's block `me` (an all-to-all: (n-1)/n of the input sent,
+  // the ring's volume), summed here in member order, as the thread ranks
+  // sum. Open MPI's MPI_Reduce_scatter_block reduced onto one rank and
+  // scattered: gsl calibrate measured it at 0.02-0.3 GB/s on two ranks
+  // through shared memory, against 2-10 GB/s for its all-to-all.
+  const size_t n = group.size();
+  std::vector<uint32_t> blocks(n * count);
+  check(MPI_Alltoall(send, (int)(count * 4), MPI_BYTE, blocks.data(), (int)(count * 4), MPI_BYTE, c), "MPI_Alltoall");
+  auto sum = [&](auto* out, const auto* in) {
+    for (size_t i = 0; i < count; ++i) out[i] = in[i];
+    for (size_t m = 1; m < n; ++m)
+      for (size_t i = 0; i < count; ++i) out[i] += in[m * count + i];
+  };
+  if (dt == ir::DType::F32) sum(static_cast<float*>(recv), reinterpret_cast<const float*>(blocks.data()));
+  else sum(static_cast<int32_t*>(recv), reinterpret_cast<const int32_t*>(blocks.data()));
 }
 
 void MpiComm::runAllToAll(const std::vector<int>& group, const void* send, size_t bytes, void* recv) {
