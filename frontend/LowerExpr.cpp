@@ -104,7 +104,7 @@ EV Sema::lowerName(Ctx& c, const ast::Expr& e) {
       auto a = c.hostArgs.find(e.text);
       if (a != c.hostArgs.end()) return EV::tensor(a->second);
       Value* arg = c.fn->addArg(f->second);
-      arg->name = e.text;
+      c.fn->names.setName(arg, e.text);
       c.leaves->push_back({HostLeaf::Var, e.text, f->second, std::nullopt, e.loc});
       c.hostArgs[e.text] = arg;
       return EV::tensor(arg);

@@ -131,7 +131,7 @@ void Sema::lowerFnStandalone(const std::string& name) {
       Value* a = f.fn->addArg(f.argTypes[i]);
       a->sharding = f.argShardings[i];
       if (f.decl->args[i].annot) a->shardingLoc = f.decl->args[i].annot->loc;
-      a->name = f.decl->args[i].name;
+      f.fn->names.setName(a, f.decl->args[i].name);
       c.scopes.back()[f.decl->args[i].name] = EV::tensor(a);
       // An i32 scalar argument may be a layer index: its range is checked
       // where the function is inlined, with the caller's value.
@@ -280,22 +280,23 @@ bool Sema::bindLet(Ctx& c, const ast::Stmt& s) {
   return true;
 }
 
-// Records a let name on its value (for the REPL): as its name in a
-// function's own body only (not in bodies inlined into it), first name
-// wins; and as a call path wherever it is (addCallPath).
+// Records a let name of a value of c.fn in c.fn's names (for the REPL,
+// ir/ValueNames.h): as its name in a function's own body only (not in
+// bodies inlined into it), first name wins; and as a call path wherever it
+// is (addCallPath).
 void Sema::nameValue(Ctx& c, Value* v, const std::string& n) {
   if (c.host) return;
-  if (c.callStack.size() == 1 && v->name.empty()) v->name = n;
+  if (c.callStack.size() == 1 && c.fn->names.name(v).empty()) c.fn->names.setName(v, n);
   addCallPath(c, v, n);
 }
 
 // Adds `n` by its call path (the calls inlined below the function being
-// lowered, then `n`) to v's callPaths.
+// lowered, then `n`) to the call paths of v, a value of c.fn.
 void Sema::addCallPath(const Ctx& c, Value* v, const std::string& n) {
   std::string p;
   for (size_t i = 1; i < c.callStack.size(); ++i) p += c.callStack[i] + ".";
   p += n;
-  if (std::find(v->callPaths.begin(), v->callPaths.end(), p) == v->callPaths.end()) v->callPaths.push_back(p);
+  c.fn->names.addCallPath(v, p);
 }
 
 // A call of user function `name` with the arguments of `e` from

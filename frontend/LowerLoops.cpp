@@ -311,7 +311,7 @@ bool Sema::lowerLoop(Ctx& c, const ast::Stmt& s) {
     body->name = c.fn->name + ".loop";
     f.body = body.get();
     Value* index = body->addArg(TensorType{DType::I32, {}});
-    index->name = s.names[0];
+    body->names.setName(index, s.names[0]);
     b = Ctx{};
     b.fn = body.get();
     b.loop = &f;
@@ -330,7 +330,7 @@ bool Sema::lowerLoop(Ctx& c, const ast::Stmt& s) {
       f.carried.push_back(n);
       f.carriedInit.push_back(carriedInit[k]);
       Value* a = body->addArg(types[k]);
-      a->name = n;
+      body->names.setName(a, n);
       addCallPath(b, a, n);
       b.scopes[0][n] = EV::tensor(a);
     }

@@ -87,6 +87,13 @@ void Function::wantSharding(size_t i, const Sharding& s) {
 
 void Function::renumber() { renumberFrom(0); }
 
+ValueNames Function::namesWithBodies() const {
+  ValueNames all = names;
+  for (const auto& op : ops)
+    if (op->body) all.merge(op->body->namesWithBodies());
+  return all;
+}
+
 std::unique_ptr<Function> Function::clone() const {
   auto f = std::make_unique<Function>();
   f->name = name;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/Op.h"
+#include "ir/ValueNames.h"
 
 namespace gsl::ir {
 
@@ -57,6 +58,10 @@ struct Function {
   void wantSharding(size_t i, const Sharding& s);
   SourceLoc loc;
   std::optional<TrainRequest> train;
+  // The source names of this function's own values (its arguments and op
+  // results; a loop body's are in the body's table), for the REPL: set by
+  // the front end and passes/Training, never printed (ir/ValueNames.h).
+  ValueNames names;
 
   Value* addArg(const TensorType& t);
   // Appends an op with an already computed result type.
@@ -75,8 +80,12 @@ struct Function {
   // Renumbers values 0..N-1 in text order: args first, then each op's
   // results followed by its body's values (recursively).
   void renumber();
-  // A deep copy (same ops, attrs, types and shardings; fresh values).
+  // A deep copy (same ops, attrs, types and shardings; fresh values,
+  // without names).
   std::unique_ptr<Function> clone() const;
+  // The names of this function's values and of its loop bodies' values
+  // (recursively) in one table, valid while those values live.
+  ValueNames namesWithBodies() const;
 
  private:
   int renumberFrom(int id);

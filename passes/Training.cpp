@@ -66,7 +66,7 @@ struct Expander {
   Value* state(const Param& p, const std::string& slot, const TensorType& t, const std::optional<Sharding>& s) {
     Value* a = f.addArg(t);
     a->sharding = s;
-    a->callPaths.push_back(f.train->optimizer + "." + slot + "(" + p.name + ")");  // the REPL's opt.m(w)
+    f.names.addCallPath(a, f.train->optimizer + "." + slot + "(" + p.name + ")");  // the REPL's opt.m(w)
     f.train->states.push_back({p.name, slot, t});
     stateShardings.push_back(s);
     return a;
@@ -222,7 +222,7 @@ struct Expander {
     if (tr.kind == TrainRequest::Minimize) activateDropouts(f.addArg({DType::I32, {}}));  // the step counter
     Gradients grads = appendGradient(m, f, loss, tr.params, false);
     for (size_t i = 0; i < tr.params.size(); ++i)  // the REPL's grad(w)
-      grads.params[i]->callPaths.push_back("grad(" + tr.params[i] + ")");
+      f.names.addCallPath(grads.params[i], "grad(" + tr.params[i] + ")");
     if (tr.kind == TrainRequest::Grad) {
       f.results = grads.params;
       f.resultShardings.clear();

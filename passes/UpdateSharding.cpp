@@ -28,8 +28,7 @@ void unmark(Function &f, Op *op) {
   for (Value *&r : f.results)
     if (r == from)
       r = to;
-  to->callPaths.insert(to->callPaths.end(), from->callPaths.begin(),
-                       from->callPaths.end());
+  f.names.appendCallPaths(to, from);
   f.ops.erase(std::find_if(f.ops.begin(), f.ops.end(),
                            [&](const auto &o) { return o.get() == op; }));
 }

@@ -10,11 +10,6 @@ namespace gsl::repl {
 
 namespace {
 
-void copyValueNames(const ir::Value& from, ir::Value& to) {
-  to.name = from.name;
-  to.callPaths = from.callPaths;
-}
-
 bool endsWith(const std::string& s, const std::string& t) {
   return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
 }
@@ -22,9 +17,9 @@ bool endsWith(const std::string& s, const std::string& t) {
 // Adds the named values of `f` (and of its loop bodies) to `r`.
 void collect(PathRoot& r, ir::Function& f, const ir::Op* loop, const std::vector<const ir::Op*>& enclosing) {
   auto add = [&](ir::Value* v) {
-    std::vector<std::string> names = v->callPaths;
+    std::vector<std::string> names = f.names.callPaths(v);
     // A user function's own arguments have a name and no call path.
-    if (!loop && v->argIndex >= 0 && !v->name.empty() && !r.fn.empty()) names.push_back(v->name);
+    if (!loop && v->argIndex >= 0 && !f.names.name(v).empty() && !r.fn.empty()) names.push_back(f.names.name(v));
     for (const auto& n : names) r.values.push_back({r.prefix + n, v, loop, enclosing});
   };
   for (ir::Value* a : f.args) add(a);
@@ -41,9 +36,10 @@ void collect(PathRoot& r, ir::Function& f, const ir::Op* loop, const std::vector
 }  // namespace
 
 void copyNames(const ir::Function& f, ir::Function& c) {
-  for (size_t i = 0; i < f.args.size(); ++i) copyValueNames(*f.args[i], *c.args[i]);
+  for (size_t i = 0; i < f.args.size(); ++i) c.names.assign(c.args[i], f.names, f.args[i]);
   for (size_t i = 0; i < f.ops.size(); ++i) {
-    for (size_t r = 0; r < f.ops[i]->results.size(); ++r) copyValueNames(*f.ops[i]->results[r], *c.ops[i]->results[r]);
+    for (size_t r = 0; r < f.ops[i]->results.size(); ++r)
+      c.names.assign(c.ops[i]->results[r], f.names, f.ops[i]->results[r]);
     if (f.ops[i]->body && c.ops[i]->body) copyNames(*f.ops[i]->body, *c.ops[i]->body);  // a loop's body
   }
 }
@@ -65,10 +61,10 @@ void copyBodyNames(const ir::Function& from, ir::Function& to) {
     const ir::Function& s = *a[i]->body;
     ir::Function& d = *b[i]->body;
     if (s.args.size() != d.args.size() || s.ops.size() != d.ops.size()) continue;
-    for (size_t k = 0; k < s.args.size(); ++k) copyValueNames(*s.args[k], *d.args[k]);
+    for (size_t k = 0; k < s.args.size(); ++k) d.names.assign(d.args[k], s.names, s.args[k]);
     for (size_t k = 0; k < s.ops.size(); ++k)
       for (size_t r = 0; r < s.ops[k]->results.size() && r < d.ops[k]->results.size(); ++r)
-        copyValueNames(*s.ops[k]->results[r], *d.ops[k]->results[r]);
+        d.names.assign(d.ops[k]->results[r], s.names, s.ops[k]->results[r]);
   }
 }
 
@@ -127,7 +123,10 @@ std::vector<PathRoot> pathRoots(const Build& b, const Build* stepBuild, const St
     r.ir->renumber();
     roots.push_back(std::move(r));
   }
-  for (auto& r : roots) collect(r, *r.ir, nullptr, {});
+  for (auto& r : roots) {
+    r.names = r.ir->namesWithBodies();
+    collect(r, *r.ir, nullptr, {});
+  }
   return roots;
 }
 

@@ -2,7 +2,8 @@
 //
 // GSL inlines every call (a generic function exists only inlined), so a
 // let of a called function is a value of its caller's IR. The front end
-// records each let by its call path (ir::Value::callPaths); the REPL names
+// records each let by its call path (the call paths of ir/ValueNames.h,
+// in the table of the function the value is in); the REPL names
 // it by that path from the function it is in:
 //
 //   loss.logits.trunk.block.attn.q    let q of fn attn, called by block,
@@ -38,7 +39,8 @@ namespace gsl::repl {
 struct Build;
 
 // Copies the names (let / argument names and call paths) of `f`'s values
-// onto its clone `c` (clone() keeps the order of args and ops, not names).
+// onto its clone `c`, loop bodies included (clone() keeps the order of
+// args and ops, not names: ir/ValueNames.h).
 void copyNames(const ir::Function& f, ir::Function& c);
 // The loop ops of `f` in text order (a loop before the loops in its body).
 void collectLoops(const ir::Function& f, std::vector<const ir::Op*>& out);
@@ -82,6 +84,7 @@ struct PathRoot {
   const std::vector<frontend::HostLeaf>* leaves = nullptr;  // the step's inputs
   std::unique_ptr<ir::Function> ir;                         // propagated
   passes::ShardingProvenance provenance;                    // why ir's values lie as they do
+  ir::ValueNames names;  // the names of ir's values, its loop bodies' included (ir->namesWithBodies())
   std::vector<PathValue> values;                            // in text order
 };
 

@@ -143,10 +143,10 @@ bool isBodyArg(const ValueContext& c, const Value& v) {
 }  // namespace
 
 std::string valueName(const ValueContext& c, const Value& v) {
-  if (!v.name.empty()) return v.name;
+  if (!c.names.name(&v).empty()) return c.names.name(&v);
   // A let of an inlined call: its call path (repl/CallPaths.h), from the
   // function explained, or for a thunk (the training step) from the loss.
-  if (!v.callPaths.empty()) return (c.fn.empty() ? "" : c.fn + ".") + v.callPaths.front();
+  if (!c.names.callPaths(&v).empty()) return (c.fn.empty() ? "" : c.fn + ".") + c.names.callPaths(&v).front();
   // A loop input without a name of its own: named after what the loop reads.
   if (isBodyArg(c, v) && v.argIndex >= 1 && v.argIndex - 1 < (int)c.loop->operands.size()) {
     return valueName(outerOf(c), *c.loop->operands[v.argIndex - 1]);
@@ -166,7 +166,7 @@ std::string valueName(const ValueContext& c, const Value& v) {
 
 std::string shardingOrigin(const ValueContext& c, const Value& v) {
   if (c.provenance.propagated(&v) || !v.sharding) return "";
-  if (c.leaves && !c.loop && v.argIndex >= (int)c.leaves->size() && !v.callPaths.empty())
+  if (c.leaves && !c.loop && v.argIndex >= (int)c.leaves->size() && !c.names.callPaths(&v).empty())
     return "(an optimizer state of the training step: it lies as its param is stored)";
   if (v.sharding->mesh.empty()) return "(a host input: whole on every rank)";
   const Build& b = c.build;

@@ -24,6 +24,9 @@ struct ValueContext {
   // Why each value has its sharding: what propagating the function (and
   // its loop bodies) recorded (propagated(..., &provenance)).
   const passes::ShardingProvenance& provenance;
+  // The values' names: those of the function explained and of its loop
+  // bodies (Function::namesWithBodies, as PathRoot::names keeps them).
+  const ir::ValueNames& names;
   std::string fn;                                            // user fn ("" in a thunk)
   const std::vector<frontend::HostLeaf>* leaves = nullptr;   // thunk inputs
   std::string hostVar;  // the host variable being explained (a thunk's result)

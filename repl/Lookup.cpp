@@ -18,9 +18,9 @@ std::vector<ir::Value*> valuesNamed(ir::Function& f, const std::string& name) {
   if (name.empty()) return r;  // unnamed values are not found by name
   if (name == "return") return f.results;
   for (auto* a : f.args)
-    if (a->name == name) r.push_back(a);
+    if (f.names.name(a) == name) r.push_back(a);
   for (auto& op : f.ops)
-    if (op->result->name == name) r.push_back(op->result);
+    if (f.names.name(op->result) == name) r.push_back(op->result);
   return r;
 }
 
@@ -33,10 +33,10 @@ std::vector<LoopValue> loopValuesNamed(ir::Function& f, const std::string& name,
     ir::Function& body = *op->body;
     size_t before = r.size();
     for (auto& bop : body.ops)
-      if (bop->result->name == name) r.push_back({bop->result, op.get(), enclosing});
+      if (body.names.name(bop->result) == name) r.push_back({bop->result, op.get(), enclosing});
     if (r.size() == before)
       for (auto* a : body.args)
-        if (a->name == name) r.push_back({a, op.get(), enclosing});
+        if (body.names.name(a) == name) r.push_back({a, op.get(), enclosing});
     std::vector<const ir::Op*> inside = enclosing;
     inside.push_back(op.get());
     for (auto& inner : loopValuesNamed(body, name, inside)) r.push_back(inner);
@@ -78,8 +78,8 @@ std::string stepTitle(const Build& b, const Step& st) {
 
 std::string loopText(const Build& b, const ir::Op& loop) {
   const ir::LoopInfo info(loop);
-  std::string var = loop.body && !loop.body->args.empty() && !loop.body->args[0]->name.empty()
-                        ? loop.body->args[0]->name
+  std::string var = loop.body && !loop.body->args.empty() && !loop.body->names.name(loop.body->args[0]).empty()
+                        ? loop.body->names.name(loop.body->args[0])
                         : "i";
   std::string at = b.where(loop.loc);
   const std::string where = at.empty() ? std::string(")") : ", at " + at + ")";

@@ -66,7 +66,8 @@ void Session::sharding(const std::string& name) {
     const size_t n = vals.size() + inLoops.size();
     size_t k = 0;
     auto tagged = [&]() { return label + (n > 1 ? "#" + std::to_string(k++) : ""); };
-    ValueContext ctx{*b, mod, why, f.name};
+    const ir::ValueNames names = c->namesWithBodies();
+    ValueContext ctx{*b, mod, why, names, f.name};
     for (auto* x : vals) out_ << explainSharding(ctx, *x, tagged());
     for (const auto& lv : inLoops) {
       if (lv.value == lv.loop->body->args[0]) {  // the loop index
@@ -114,7 +115,8 @@ void Session::sharding(const std::string& name) {
       for (auto& op : c->ops)
         if (op->kind == ir::OpKind::Param && op->attrs.getString("name") == name && why.propagated(op->result) &&
             !sameLayout(op->result->sharding, p->sharding)) {
-          ValueContext fc{*b, mod, why, fname};
+          const ir::ValueNames names = c->namesWithBodies();
+          ValueContext fc{*b, mod, why, names, fname};
           out_ << "  in fn " << fname << " it is used as:\n";
           std::istringstream lines(explainSharding(fc, *op->result, name));
           for (std::string l; std::getline(lines, l);) out_ << "    " << l << "\n";
@@ -136,7 +138,8 @@ void Session::sharding(const std::string& name) {
     passes::ShardingProvenance why;
     passes::propagateShardings(mod, *f, &why);
     f->renumber();
-    ValueContext ctx{*b, mod, why, "", &v.thunk->leaves, name};
+    const ir::ValueNames names = f->namesWithBodies();
+    ValueContext ctx{*b, mod, why, names, "", &v.thunk->leaves, name};
     out_ << explainSharding(ctx, *f->results[v.result], name);
     return;
   }
@@ -148,7 +151,8 @@ void Session::sharding(const std::string& name) {
     ir::Function* f = mod.findFunction(name);
     passes::ShardingProvenance why;
     auto c = propagated(mod, *f, &why);
-    ValueContext ctx{*b, mod, why, f->name};
+    const ir::ValueNames names = c->namesWithBodies();
+    ValueContext ctx{*b, mod, why, names, f->name};
     for (auto* a : c->args) out_ << explainSharding(ctx, *a, name + "." + valueName(ctx, *a));
     for (size_t i = 0; i < c->results.size(); ++i)
       out_ << explainSharding(ctx, *c->results[i], name + ".return" + (c->results.size() > 1 ? "#" + std::to_string(i) : ""));
@@ -179,7 +183,7 @@ bool Session::byCallPath(Build& b, const std::string& name, bool explain) {
       out_ << label << ": replicated (the index of " << loopText(rb, *pv->loop)
            << ": an i32 scalar, the same on every device)\n";
     else {
-      ValueContext ctx{rb, m, root->provenance, root->fn, root->leaves};
+      ValueContext ctx{rb, m, root->provenance, root->names, root->fn, root->leaves};
       ctx.loop = pv->loop;
       ctx.enclosing = pv->enclosing;
       out_ << explainSharding(ctx, *pv->value, label);
@@ -259,6 +263,7 @@ void Session::plans(const std::string& name) {
   const ir::Module& mod = *b->prog->module;
   passes::ShardingProvenance why;
   auto c = propagated(mod, *f, &why);
+  const ir::ValueNames names = c->namesWithBodies();
   std::string vname = name.substr(dot + 1);
   // Values of the function, then of its loop bodies (whose plans are
   // chosen once for every iteration, in the body on its own).
@@ -276,7 +281,7 @@ void Session::plans(const std::string& name) {
   }
   for (size_t k = 0; k < vals.size(); ++k) {
     auto [v, loop] = vals[k];
-    ValueContext ctx{*b, mod, why, f->name};
+    ValueContext ctx{*b, mod, why, names, f->name};
     ctx.loop = loop;
     ctx.enclosing = around[k];
     if (!v->def) {
