@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "frontend/AST.h"
 #include "passes/CostModel.h"
@@ -34,6 +35,8 @@ struct Site {
   size_t insertAt = 0;  // in the text: just past the type
   int rank = 0;
   bool isArg = false;
+  std::string group;  // the param group or function whose sites move together too ("": none)
+  std::vector<std::string> dimNames;  // each dim's size as written when a name or number ("" otherwise)
 };
 
 // One choice of a site: the mesh axes on each dim, or none at all.
@@ -186,12 +189,17 @@ class Workspace {
 
   void collectSites(ast::Program& p) {
     auto site = [&](const std::string& label, std::unique_ptr<ast::ShardAnnot>& slot, const ast::TypeExpr& t,
-                    bool isArg) {
+                    bool isArg, const std::string& group = "") {
       size_t at = offsetOf(text_, t.loc.line, t.loc.col);
       if (at == std::string::npos || t.dims.empty()) return;
       size_t end = pastType(text_, at);
       if (end == std::string::npos) return;
-      sites_.push_back({label, &slot, t.loc, end, (int)t.dims.size(), isArg});
+      std::vector<std::string> dimNames;
+      for (const auto& e : t.dims)
+        dimNames.push_back(e->kind == ast::ExprKind::Name ? e->text
+                           : e->kind == ast::ExprKind::Int ? std::to_string(e->ival)
+                                                           : "");
+      sites_.push_back({label, &slot, t.loc, end, (int)t.dims.size(), isArg, group, dimNames});
     };
     // The functions fn main names (calls it, passes to opt.minimize): the
     // arguments of these are the program's inputs; a helper's argument is
@@ -229,10 +237,11 @@ class Workspace {
         site("param " + d->name, d->annot, *d->type, false);
       } else if (d->kind == ast::DeclKind::ParamGroup) {
         for (auto& m : d->members)
-          if (!m->annot && m->type) site("param-group member " + d->name + "." + m->name, m->annot, *m->type, false);
+          if (!m->annot && m->type)
+            site("param-group member " + d->name + "." + m->name, m->annot, *m->type, false, "group " + d->name);
       } else if (d->kind == ast::DeclKind::Fn && d->name != "main" && entries.count(d->name)) {
         for (auto& a : d->args)
-          if (!a.annot && a.type) site(a.name + " of fn " + d->name, a.annot, *a.type, true);
+          if (!a.annot && a.type) site(a.name + " of fn " + d->name, a.annot, *a.type, true, "fn " + d->name);
       }
     }
   }
@@ -401,6 +410,27 @@ MeshResult searchMesh(const PlanSearchOptions& o, const std::string& text, const
           }
           if (better(s, here)) here = s, choice = c, changed = true;
         }
+      // Group moves: the sites of one param group (or the arguments of one
+      // function) whose dim d has the same written size, split over the
+      // same axis at once: the splits that pay only together (GShard's
+      // experts, wi and wo on their E dim; the batch dim of a function's
+      // inputs). Megatron's pairs span several params and are not found.
+      std::map<std::tuple<std::string, int, std::string>, std::vector<size_t>> groups;
+      for (size_t i = 0; i < sites.size(); ++i)
+        if (!sites[i].group.empty())  // a dead site alone may pay together with its group
+          for (int d = 0; d < sites[i].rank; ++d)
+            if (!sites[i].dimNames[d].empty()) groups[{sites[i].group, d, sites[i].dimNames[d]}].push_back(i);
+      for (const auto& [key, members] : groups) {
+        if (members.size() < 2) continue;
+        const int d = std::get<1>(key);
+        for (size_t a = 0; a < axes.size(); ++a) {
+          std::vector<int> c = choice;
+          for (size_t i : members) c[i] = 1 + d * (int)axes.size() + (int)a;  // choicesFor's order
+          if (c == choice) continue;
+          PlanScore s = eval(c);
+          if (better(s, here)) here = s, choice = c, changed = true;
+        }
+      }
       if (!changed) break;
     }
   }
