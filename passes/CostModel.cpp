@@ -122,14 +122,7 @@ Cost estimateCost(const Module& m, const Function& f, const MachineModel& machin
       uint64_t bodyArgs = 0;
       for (const Value* a : op.body->args) bodyArgs += bytesOf(a->type);
       const uint64_t trip = (uint64_t)op.attrs.getInt("trip");
-      c.flops += b.flops * trip;
-      c.gemmSeconds += b.gemmSeconds * (double)trip;
-      c.otherSeconds += b.otherSeconds * (double)trip;
-      c.collectiveSeconds += b.collectiveSeconds * (double)trip;
-      for (const auto& [k, v] : b.collectives) {
-        c.collectives[k].calls += v.calls * trip;
-        c.collectives[k].bytes += v.bytes * trip;
-      }
+      c.addTimes(b, trip);
       for (const Value* r : op.results) live += bytesOf(r->type);
       c.peakActivationBytes = std::max(c.peakActivationBytes, live + (b.peakActivationBytes - bodyArgs));
     } else if (op.kind == OpKind::Param) {
@@ -161,6 +154,17 @@ Cost estimateCost(const Module& m, const Function& f, const MachineModel& machin
       if (!lastUse.count(r) && op.kind != OpKind::Param) live -= bytesOf(r->type);
   }
   return c;
+}
+
+void Cost::addTimes(const Cost& b, uint64_t n) {
+  flops += b.flops * n;
+  gemmSeconds += b.gemmSeconds * (double)n;
+  otherSeconds += b.otherSeconds * (double)n;
+  collectiveSeconds += b.collectiveSeconds * (double)n;
+  for (const auto& [k, v] : b.collectives) {
+    collectives[k].calls += v.calls * n;
+    collectives[k].bytes += v.bytes * n;
+  }
 }
 
 nlohmann::ordered_json costJson(const Cost& c) {

@@ -43,6 +43,9 @@ struct Cost {
   double callSeconds = 0;        // the overhead of calling the function (once)
   double computeSeconds() const { return gemmSeconds + otherSeconds + callSeconds; }
   double seconds() const { return computeSeconds() + collectiveSeconds; }
+  // Adds `n` runs of `b`'s work: its FLOPs, seconds and collectives (not
+  // its call overhead, bytes held or peak): a loop's body per iteration.
+  void addTimes(const Cost& b, uint64_t n);
 };
 
 Cost estimateCost(const ir::Module& m, const ir::Function& f,

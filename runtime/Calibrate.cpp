@@ -14,6 +14,7 @@
 #include "backend/jit/JitEngine.h"
 #include "ir/Einsum.h"
 #include "ir/Function.h"
+#include "ir/GradRules.h"
 #include "frontend/Frontend.h"
 #include "passes/Pipeline.h"
 #include "runtime/Host.h"
@@ -53,13 +54,9 @@ backend::Tensor filled(const ir::Shape& s) {
   return t;
 }
 
+// Appends op `k` to `f`, typed by the op table (ir::GradBuilder).
 ir::Value* append(ir::Function& f, ir::OpKind k, std::vector<ir::Value*> in, ir::AttrMap at = {}) {
-  std::vector<ir::TensorType> ts;
-  for (auto* v : in) ts.push_back(v->type);
-  ir::TensorType out;
-  const std::string e = ir::inferType(k, ts, at, out);
-  if (!e.empty()) throw std::logic_error("internal error: gsl calibrate built an ill-typed op: " + e);
-  return f.append(k, std::move(in), std::move(at), out)->result;
+  return ir::GradBuilder(f).op(k, std::move(in), std::move(at));
 }
 
 std::string cpuName() {
