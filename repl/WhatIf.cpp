@@ -96,10 +96,7 @@ void Session::tryAnnotation(const std::string& args) {
   } else {
     size_t s = offsetOf(text, h.type->loc.line, h.type->loc.col);
     if (s == std::string::npos) return;
-    size_t e = s;
-    while (e < text.size() && (std::isalnum((unsigned char)text[e]) || text[e] == '_')) ++e;
-    size_t br = text.find_first_not_of(" \t", e);
-    if (br != std::string::npos && text[br] == '[') e = matchingClose(text, br, '[');
+    const size_t e = endOfType(text, s);
     if (e == std::string::npos) return;
     before = "replicated (no annotation)";
     text.insert(e, " " + annot);

@@ -1,7 +1,6 @@
 #include "runtime/AutoSharding.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -43,12 +42,8 @@ struct Site {
 struct Choice {
   bool none = true;
   std::vector<std::vector<std::string>> dims;
-  std::string text(const std::string& mesh) const {
-    if (none) return "";
-    std::string a = " @shard(" + mesh + ", [";
-    for (size_t d = 0; d < dims.size(); ++d) a += (d ? ", " : "") + (dims[d].empty() ? std::string("_") : dims[d][0]);
-    return a + "])";
-  }
+  // " @shard(MESH, [...])" as written after the site's type ("" for none).
+  std::string text(const std::string& mesh) const { return none ? "" : " " + ir::Sharding{mesh, dims, {}}.str(); }
 };
 
 // The first mesh of the main file: its axes and the span of `[...]`.
@@ -56,7 +51,6 @@ struct MeshSite {
   std::string name;
   std::vector<std::string> axes;
   std::vector<ast::MeshAxisDecl>* decl = nullptr;  // in the parsed AST
-  std::vector<ast::ExprPtr> written;                // the sizes as written
   size_t begin = 0, end = 0;                        // `[...]` in the text
 };
 
@@ -69,15 +63,6 @@ std::string applyEdits(std::string text, std::vector<Edit> edits) {
   std::sort(edits.begin(), edits.end(), [](const Edit& a, const Edit& b) { return a.at > b.at; });
   for (const Edit& e : edits) text.replace(e.at, e.length, e.text);
   return text;
-}
-
-// Just past a type expression `f32[B, D]` (or `f32`) at `pos`; npos if not found.
-size_t pastType(const std::string& text, size_t pos) {
-  size_t e = pos;
-  while (e < text.size() && (std::isalnum((unsigned char)text[e]) || text[e] == '_')) ++e;
-  size_t br = text.find_first_not_of(" \t", e);
-  if (br != std::string::npos && text[br] == '[') return matchingClose(text, br, '[');
-  return e;
 }
 
 // The choices of one site on a mesh whose split axes are `axes`: none,
@@ -192,7 +177,7 @@ class Workspace {
                     bool isArg, const std::string& group = "") {
       size_t at = offsetOf(text_, t.loc.line, t.loc.col);
       if (at == std::string::npos || t.dims.empty()) return;
-      size_t end = pastType(text_, at);
+      size_t end = endOfType(text_, at);
       if (end == std::string::npos) return;
       std::vector<std::string> dimNames;
       for (const auto& e : t.dims)
@@ -273,11 +258,8 @@ class Workspace {
           auto copy = f->clone();
           auto local = passes::buildPerRankProgram(mod, *copy, false);
           const passes::Cost c = passes::estimateCost(mod, *local, o_.machine);
-          cost.gemmSeconds += c.gemmSeconds;
-          cost.otherSeconds += c.otherSeconds;
+          cost.addTimes(c, 1);
           cost.callSeconds += c.callSeconds;
-          cost.collectiveSeconds += c.collectiveSeconds;
-          for (const auto& [k, v] : c.collectives) cost.collectives[k].bytes += v.bytes;
         }
       }
       s.seconds = cost.seconds();
@@ -329,7 +311,7 @@ bool annotated(const ir::Module& m) {
 struct MeshResult {
   PlanScore best;
   std::vector<Choice> choices;
-  std::vector<std::pair<std::vector<Choice>, PlanScore>> evaluated_;  // with keepCandidates
+  std::vector<std::pair<std::vector<Choice>, PlanScore>> candidates;  // every plan evaluated, with keepCandidates
   int64_t evaluated = 0;
   bool exhaustive = false;
   std::string error;
@@ -365,7 +347,7 @@ MeshResult searchMesh(const PlanSearchOptions& o, const std::string& text, const
       chosen.push_back(options[i][c[i]]);
     }
     PlanScore s = w.check();
-    if (o.keepCandidates) r.evaluated_.push_back({std::move(chosen), s});
+    if (o.keepCandidates) r.candidates.push_back({std::move(chosen), s});
     return s;
   };
   std::vector<int> choice(sites.size(), 0);
@@ -395,6 +377,17 @@ MeshResult searchMesh(const PlanSearchOptions& o, const std::string& text, const
     // sent, memory) is not read by what is measured (a function the
     // training step does not call): it keeps its choice.
     std::vector<bool> dead(sites.size(), false);
+    // Group moves: the sites of one param group (or the arguments of one
+    // function) whose dim d has the same written size, split over the
+    // same axis at once: the splits that pay only together (GShard's
+    // experts, wi and wo on their E dim; the batch dim of a function's
+    // inputs). Megatron's pairs span several params and are not found. A
+    // dead site alone may pay together with its group.
+    std::map<std::tuple<std::string, int, std::string>, std::vector<size_t>> groups;
+    for (size_t i = 0; i < sites.size(); ++i)
+      if (!sites[i].group.empty())
+        for (int d = 0; d < sites[i].rank; ++d)
+          if (!sites[i].dimNames[d].empty()) groups[{sites[i].group, d, sites[i].dimNames[d]}].push_back(i);
     for (int sweep = 0; sweep < 4; ++sweep) {
       bool changed = false;
       for (size_t i = 0; i < sites.size(); ++i)
@@ -410,16 +403,6 @@ MeshResult searchMesh(const PlanSearchOptions& o, const std::string& text, const
           }
           if (better(s, here)) here = s, choice = c, changed = true;
         }
-      // Group moves: the sites of one param group (or the arguments of one
-      // function) whose dim d has the same written size, split over the
-      // same axis at once: the splits that pay only together (GShard's
-      // experts, wi and wo on their E dim; the batch dim of a function's
-      // inputs). Megatron's pairs span several params and are not found.
-      std::map<std::tuple<std::string, int, std::string>, std::vector<size_t>> groups;
-      for (size_t i = 0; i < sites.size(); ++i)
-        if (!sites[i].group.empty())  // a dead site alone may pay together with its group
-          for (int d = 0; d < sites[i].rank; ++d)
-            if (!sites[i].dimNames[d].empty()) groups[{sites[i].group, d, sites[i].dimNames[d]}].push_back(i);
       for (const auto& [key, members] : groups) {
         if (members.size() < 2) continue;
         const int d = std::get<1>(key);
@@ -443,19 +426,16 @@ MeshResult searchMesh(const PlanSearchOptions& o, const std::string& text, const
 PlanResult searchPlan(const PlanSearchOptions& o) {
   const auto t0 = Clock::now();
   PlanResult r;
-  std::string text;
-  {
+  std::string text = o.text;
+  if (text.empty()) {
     std::ifstream in(o.file);
-    if (!o.text.empty()) {
-      text = o.text;
-    } else if (!in) {
+    if (!in) {
       r.error = o.file + ": cannot read it";
       return r;
-    } else {
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      text = ss.str();
     }
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
   }
   // The program as written: its diagnostics, if any, are the answer.
   Workspace written(o, text);
@@ -481,11 +461,12 @@ PlanResult searchPlan(const PlanSearchOptions& o) {
     std::vector<std::vector<int64_t>> all;
     std::vector<int64_t> cur;
     factorisations(o.frontend.np, mesh->axes.size(), cur, all);
+    const bool axesNamed = annotated(*written.parsed()->module);
     std::set<std::vector<int64_t>> seen;
     for (const auto& f : all) {
       std::vector<int64_t> key = f;
       std::sort(key.rbegin(), key.rend());
-      if (annotated(*written.parsed()->module) || seen.insert(key).second) meshes.push_back(f);
+      if (axesNamed || seen.insert(key).second) meshes.push_back(f);
     }
   } else {
     meshes.push_back({});
@@ -542,7 +523,7 @@ PlanResult searchPlan(const PlanSearchOptions& o) {
   if (o.keepCandidates) {
     std::set<std::string> seen;
     for (size_t m = 0; m < results.size(); ++m)
-      for (const auto& [choices, score] : results[m].evaluated_) {
+      for (const auto& [choices, score] : results[m].candidates) {
         std::string t = planText(meshes[m], choices, nullptr);
         if (!seen.insert(t).second) continue;
         r.candidates.push_back({t, score, t == r.text});

@@ -1,5 +1,7 @@
 #include "support/Text.h"
 
+#include <cctype>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -85,6 +87,14 @@ size_t offsetOf(const std::string& text, int line, int col) {
   }
   pos += (size_t)(col - 1);
   return pos <= text.size() ? pos : std::string::npos;
+}
+
+size_t endOfType(const std::string& text, size_t pos) {
+  size_t e = pos;
+  while (e < text.size() && (std::isalnum((unsigned char)text[e]) || text[e] == '_')) ++e;
+  size_t br = text.find_first_not_of(" \t", e);
+  if (br != std::string::npos && text[br] == '[') return matchingClose(text, br, '[');
+  return e;
 }
 
 }  // namespace gsl

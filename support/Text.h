@@ -27,4 +27,8 @@ size_t matchingClose(const std::string& text, size_t pos, char open);
 // Byte offset of 1-based (line, col); npos when out of range.
 size_t offsetOf(const std::string& text, int line, int col);
 
+// Offset just past the type expression at `pos` (`f32[B, D]`, or `f32`):
+// where an annotation written after it goes; npos if its `[` is not closed.
+size_t endOfType(const std::string& text, size_t pos);
+
 }  // namespace gsl
