@@ -170,6 +170,16 @@ bool memoryLimit(const std::string& flag, int64_t np, gsl::runtime::RunOptions& 
   return true;
 }
 
+// The machine model `gsl calibrate` wrote (docs/cost-model.md) for thread
+// or MPI ranks; a file it cannot read is a warning and the default model.
+gsl::passes::MachineModel machineModel(bool mpi) {
+  std::string error;
+  gsl::passes::MachineModel m = gsl::passes::loadMachineModel(
+      gsl::passes::machineModelDir(gsl::backend::defaultCompileCacheDir()), mpi ? "mpi" : "threads", &error);
+  if (!error.empty()) std::cerr << "gsl: warning: " << error << "\n";
+  return m;
+}
+
 // `--stats json`: per-rank figures of the module and of each function.
 nlohmann::ordered_json statsJson(const gsl::ir::Module& mod,
                                  const std::vector<std::unique_ptr<gsl::ir::Function>>& perRank,
@@ -413,10 +423,7 @@ int main(int argc, char** argv) {
       }
       po.maxMemory = *v;
     }
-    std::string machineError;
-    po.machine = gsl::passes::loadMachineModel(gsl::passes::machineModelDir(gsl::backend::defaultCompileCacheDir()),
-                                               planMpi ? "mpi" : "threads", &machineError);
-    if (!machineError.empty()) std::cerr << "gsl: warning: " << machineError << "\n";
+    po.machine = machineModel(planMpi);
     const gsl::runtime::PlanResult r = gsl::runtime::searchPlan(po);
     if (!r.ok) {
       std::cerr << (r.error.find(": error: ") != std::string::npos ? r.error : "gsl: error: " + r.error + "\n");
@@ -734,10 +741,7 @@ int main(int argc, char** argv) {
       gsl::runtime::RunOptions ro;
       ro.jit = gsl::backend::jitOptionsFromEnvironment();
       ro.mpi = statsMpi;
-      std::string machineError;
-      ro.machine = gsl::passes::loadMachineModel(gsl::passes::machineModelDir(gsl::backend::defaultCompileCacheDir()),
-                                                 statsMpi ? "mpi" : "threads", &machineError);
-      if (!machineError.empty()) std::cerr << "gsl: warning: " << machineError << "\n";
+      ro.machine = machineModel(statsMpi);
       std::cout << statsJson(mod, perRank, prog->userFunctions, fn, ro.jit, gsl::runtime::estimateMemory(*prog, ro),
                              ro.machine)
                        .dump(2)
