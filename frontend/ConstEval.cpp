@@ -223,7 +223,7 @@ std::optional<Sharding> Sema::checkSharding(const ast::ShardAnnot& a, const Tens
     return std::nullopt;
   }
   Sharding s;
-  s.mesh = a.mesh;
+  s.mesh = Symbol(a.mesh);
   std::set<std::string> used;
   for (size_t d = 0; d < a.dims.size(); ++d) {
     for (const auto& ax : a.dims[d]) {
@@ -240,7 +240,7 @@ std::optional<Sharding> Sema::checkSharding(const ast::ShardAnnot& a, const Tens
     }
     // A dim the axes do not divide is padded (docs/sharding.md, "Uneven
     // dims"): no error.
-    s.dims.push_back(a.dims[d]);
+    s.dims.push_back(axesOf(a.dims[d]));
   }
   return s;
 }

@@ -148,8 +148,8 @@ class Sema {
     std::vector<std::string> members;
     // `param blocks[L] @shard(m, [stage])`: the layer dim split over these
     // axes of `stageMesh` (a pipeline, docs/pipeline.md); `stages` ways.
-    std::string stageMesh;
-    std::vector<std::string> stageAxes;
+    Symbol stageMesh;
+    ir::Axes stageAxes;
     int64_t stages = 1;
     SourceLoc stageLoc;
   };

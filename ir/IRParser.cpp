@@ -353,20 +353,22 @@ class Parser {
     bool replicate = at.text == "replicate";
     next();
     Sharding s;
-    if (!expectPunct("(") || !expectIdent(s.mesh, "a mesh name")) return false;
+    std::string meshName;
+    if (!expectPunct("(") || !expectIdent(meshName, "a mesh name")) return false;
+    s.mesh = Symbol(meshName);
     if (replicate) {
       s.dims.assign(rank, {});
     } else {
       if (!expectPunct(",") || !expectPunct("[")) return false;
       if (!isPunct("]")) {
         for (;;) {
-          std::vector<std::string> entry;
+          Axes entry;
           if (isPunct("(")) {
             next();
             for (;;) {
               std::string ax;
               if (!expectIdent(ax, "a mesh axis name")) return false;
-              entry.push_back(ax);
+              entry.emplace_back(ax);
               if (isPunct(",")) {
                 next();
                 continue;
@@ -377,7 +379,7 @@ class Parser {
           } else {
             std::string ax;
             if (!expectIdent(ax, "'_', a mesh axis name or '(axes)'")) return false;
-            if (ax != "_") entry.push_back(ax);
+            if (ax != "_") entry.emplace_back(ax);
           }
           s.dims.push_back(std::move(entry));
           if (isPunct(",")) {
@@ -396,7 +398,7 @@ class Parser {
       for (;;) {
         std::string ax;
         if (!expectIdent(ax, "a mesh axis name")) return false;
-        s.partial.push_back(ax);
+        s.partial.emplace_back(ax);
         if (isPunct(",")) {
           next();
           continue;

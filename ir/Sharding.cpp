@@ -2,15 +2,34 @@
 
 namespace gsl::ir {
 
-Sharding Sharding::replicated(const std::string& mesh, int rank) {
+Sharding Sharding::replicated(Symbol mesh, int rank) {
   Sharding s;
   s.mesh = mesh;
   s.dims.assign(rank, {});
   return s;
 }
 
+Sharding Sharding::fromNames(std::string_view mesh, const std::vector<std::vector<std::string>>& dims,
+                             const std::vector<std::string>& partial) {
+  Sharding s;
+  s.mesh = Symbol(mesh);
+  for (const auto& d : dims) s.dims.push_back(axesOf(d));
+  s.partial = axesOf(partial);
+  return s;
+}
+
+Axes axesOf(const std::vector<std::string>& names) { return Axes(names.begin(), names.end()); }
+
+std::vector<std::string> namesOf(const Axes& axes) { return {axes.begin(), axes.end()}; }
+
+std::vector<std::vector<std::string>> namesOf(const std::vector<Axes>& dims) {
+  std::vector<std::vector<std::string>> r;
+  for (const Axes& a : dims) r.push_back(namesOf(a));
+  return r;
+}
+
 Sharding normalForm(const std::optional<Sharding>& s, int rank) {
-  if (!s || s->isReplicated()) return Sharding::replicated("", rank);
+  if (!s || s->isReplicated()) return Sharding::replicated(Symbol(), rank);
   return *s;
 }
 

@@ -8,15 +8,25 @@
 #include <vector>
 
 #include "ir/Mesh.h"
+#include "support/Symbol.h"
 
 namespace gsl::ir {
 
-struct Sharding {
-  std::string mesh;
-  std::vector<std::vector<std::string>> dims;
-  std::vector<std::string> partial;
+// The mesh axes that split one tensor dim, major first.
+using Axes = std::vector<Symbol>;
 
-  static Sharding replicated(const std::string& mesh, int rank);
+// The mesh and axis names are interned (support/Symbol): comparing two
+// shardings compares pointers, not text.
+struct Sharding {
+  Symbol mesh;
+  std::vector<Axes> dims;
+  Axes partial;
+
+  static Sharding replicated(Symbol mesh, int rank);
+  static Sharding replicated(std::string_view mesh, int rank) { return replicated(Symbol(mesh), rank); }
+  // From names as written (tests, tools).
+  static Sharding fromNames(std::string_view mesh, const std::vector<std::vector<std::string>>& dims,
+                            const std::vector<std::string>& partial = {});
   bool isReplicated() const;
   bool operator==(const Sharding& o) const {
     return mesh == o.mesh && dims == o.dims && partial == o.partial;
@@ -26,6 +36,11 @@ struct Sharding {
   // " partial(model)" appended when partial is non-empty.
   std::string str() const;
 };
+
+// Axes from their names as written (the front end, tests), and back.
+Axes axesOf(const std::vector<std::string>& names);
+std::vector<std::string> namesOf(const Axes& axes);
+std::vector<std::vector<std::string>> namesOf(const std::vector<Axes>& dims);
 
 // The one form the partitioner works on (passes/SpmdPartitioner, passes/
 // LoopPartition, the partition rules of passes/PartitionRules): every

@@ -46,7 +46,7 @@ std::vector<TensorType> loopResultTypes(const Function& local, size_t carried, i
 // `stackMesh` (none: unsplit).
 void setLoopResults(partitioner::Partitioner& b, const Op& op, Op* l, size_t carried, const std::vector<Sharding>& argS,
                     const std::vector<Sharding>& outS, const std::string& stackMesh,
-                    const std::vector<std::string>& stackAxes) {
+                    const Axes& stackAxes) {
   std::vector<partitioner::LocalValue> results;
   for (size_t j = 0; j < l->results.size(); ++j) {
     Sharding s;
@@ -60,7 +60,7 @@ void setLoopResults(partitioner::Partitioner& b, const Op& op, Op* l, size_t car
       } else if (s.mesh.empty()) {
         s = Sharding::replicated("", op.results[j]->type.rank());
       } else {
-        s.dims.insert(s.dims.begin(), std::vector<std::string>{});
+        s.dims.insert(s.dims.begin(), Axes{});
       }
     }
     results.push_back(b.tag({l->results[j], s}));
@@ -86,10 +86,10 @@ bool partitionStageLoop(const Module& m, partitioner::Partitioner& b, const Op& 
   const std::string meshName = op.attrs.getString("stage_mesh");
   const Mesh* mesh = m.findMesh(meshName);
   GSL_ASSERT(mesh, "internal error: a stage loop names an unknown mesh");
-  std::vector<std::string> axes;
+  Axes axes;
   int64_t n = 1;
   for (int64_t i : op.attrs.getInts("stage_axes")) {
-    axes.push_back(mesh->axes[i].name);
+    axes.emplace_back(mesh->axes[i].name);
     n *= mesh->axes[i].size;
   }
   if (n == 1 || info.trip % n != 0) return false;

@@ -132,7 +132,7 @@ class Partitioner {
 
   Shape wholeOf(const Local& x);
   // Whether dim `d` of whole shape `G` is padded when split over `axes`.
-  bool padded(const Shape& G, int d, const std::string& meshName, const std::vector<std::string>& axes) {
+  bool padded(const Shape& G, int d, const std::string& meshName, const Axes& axes) {
     return !axes.empty() && G[d] % product(meshName, axes) != 0;
   }
   // `v` with zeros appended along dim d up to `rows` rows (a concat with a
@@ -147,17 +147,17 @@ class Partitioner {
   Local dropPadding(Local x, int d, const Shape& G, SourceLoc loc);
 
   const Mesh& mesh(const std::string& name);
-  int64_t product(const std::string& meshName, const std::vector<std::string>& axes);
-  std::vector<int64_t> axisIndices(const std::string& meshName, const std::vector<std::string>& axes);
+  int64_t product(const std::string& meshName, const Axes& axes);
+  std::vector<int64_t> axisIndices(const std::string& meshName, const Axes& axes);
 
   Value* emit(OpKind k, std::vector<Value*> operands, AttrMap at, SourceLoc loc);
 
-  AttrMap collectiveAttrs(const std::string& meshName, const std::vector<std::string>& axes);
+  AttrMap collectiveAttrs(const std::string& meshName, const Axes& axes);
 
   // Dim d is split over the same axes as `order` in another order: member j
   // of the group (over the current order) holds block j and needs block
   // k(j), the index of its own coordinates in `order`.
-  Local permuteBlocks(Local x, int d, const std::vector<std::string>& order, SourceLoc loc);
+  Local permuteBlocks(Local x, int d, const Axes& order, SourceLoc loc);
 
   // Moves `x` to sharding `t` (t has no partial axes), picking the cheapest
   // collective for each step (see the header).
@@ -166,7 +166,7 @@ class Partitioner {
   // How an op's dimension labels are split.
   struct Plan {
     std::string mesh;
-    std::map<int, std::vector<std::string>> T;
+    std::map<int, Axes> T;
     Sharding shardingFor(const std::vector<int>& labels) const {
       Sharding s = Sharding::replicated(mesh, (int)labels.size());
       for (size_t d = 0; d < labels.size(); ++d)

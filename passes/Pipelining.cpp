@@ -94,7 +94,7 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
     if (const Param* p = stagedParam(m, inv[k])) staged[k] = true, stagedAny = p;
   GSL_ASSERT(stagedAny, "internal error: a microbatch loop reads no staged param group");
   const std::string meshName = stagedAny->sharding->mesh;
-  const std::vector<std::string> axes = stagedAny->sharding->dims[0];
+  const Axes axes = stagedAny->sharding->dims[0];
   const Mesh* mesh = m.findMesh(meshName);
   GSL_ASSERT(mesh, "internal error: unknown stage mesh");
   int64_t S = 1;
@@ -148,7 +148,7 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
       // dim (the param's block of layers), and the stages could not run
       // apart.
       Sharding sh = *stagedParam(m, inv[j])->sharding;
-      sh.dims.insert(sh.dims.begin() + 1, 2, std::vector<std::string>{});
+      sh.dims.insert(sh.dims.begin() + 1, 2, Axes{});
       w->sharding = sh;
     }
     timeInv.push_back(w);
@@ -309,7 +309,7 @@ bool pipelineLoop(const Module& m, Function& f, Op& mb) {
 
 struct StageAxes {
   std::string mesh;
-  std::vector<std::string> axes;
+  Axes axes;
   int64_t n = 1;
 };
 
@@ -420,7 +420,7 @@ class StageDims {
           const Mesh* mesh = m_.findMesh(a.mesh);
           GSL_ASSERT(mesh, "internal error: a stage loop names an unknown mesh");
           for (int64_t i : op.attrs.getInts("stage_axes")) {
-            a.axes.push_back(mesh->axes[i].name);
+            a.axes.emplace_back(mesh->axes[i].name);
             a.n *= mesh->axes[i].size;
           }
           stages_.push_back(a);

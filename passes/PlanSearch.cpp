@@ -31,7 +31,7 @@ Partitioner::Plan Partitioner::makePlan(const Op& op, const DimLabels& L, const 
   Plan p;
   p.mesh = decided.mesh;
   std::set<std::string> used;
-  auto propose = [&](int label, const std::vector<std::string>& axes) {
+  auto propose = [&](int label, const Axes& axes) {
     if (axes.empty() || p.T.count(label) || L.unsplittable.count(label)) return;
     for (const auto& a : axes)
       if (used.count(a)) return;
@@ -68,7 +68,7 @@ Partitioner::Plan Partitioner::makePlan(const Op& op, const DimLabels& L, const 
 Sharding Partitioner::resultLayout(const DimLabels& L, const Plan& p) {
   Sharding rs = p.shardingFor(L.result);
   std::set<int> resultLabels(L.result.begin(), L.result.end());
-  std::vector<std::string> partialAxes;
+  Axes partialAxes;
   for (auto& [label, axes] : p.T)
     if (!resultLabels.count(label)) partialAxes.insert(partialAxes.end(), axes.begin(), axes.end());
   if (!p.mesh.empty()) {
@@ -135,8 +135,8 @@ std::vector<Partitioner::Plan> Partitioner::enumeratePlans(const Op& op, const D
   for (size_t i = 0; i < op.operands.size() && meshName.empty(); ++i) meshName = map_.at(op.operands[i]).s.mesh;
   if (meshName.empty()) return {};
   std::vector<int> labels;
-  std::map<int, std::vector<std::vector<std::string>>> options;
-  auto offer = [&](int label, const std::vector<std::string>& axes) {
+  std::map<int, std::vector<Axes>> options;
+  auto offer = [&](int label, const Axes& axes) {
     auto& o = options[label];
     if (std::find(labels.begin(), labels.end(), label) == labels.end()) {
       labels.push_back(label);
@@ -146,15 +146,15 @@ std::vector<Partitioner::Plan> Partitioner::enumeratePlans(const Op& op, const D
     if (std::find(o.begin(), o.end(), axes) == o.end()) o.push_back(axes);
   };
   for (size_t d = 0; d < L.result.size(); ++d)
-    offer(L.result[d], decided.mesh == meshName ? decided.dims[d] : std::vector<std::string>{});
+    offer(L.result[d], decided.mesh == meshName ? decided.dims[d] : Axes{});
   for (size_t i = 0; i < op.operands.size(); ++i) {
     const Sharding& s = map_.at(op.operands[i]).s;
     for (size_t d = 0; d < L.operands[i].size(); ++d)
-      offer(L.operands[i][d], s.mesh == meshName ? s.dims[d] : std::vector<std::string>{});
+      offer(L.operands[i][d], s.mesh == meshName ? s.dims[d] : Axes{});
   }
   // Drop splits that neither divide every dim carrying the label nor pad
   // them alike.
-  auto divides = [&](int label, const std::vector<std::string>& axes) {
+  auto divides = [&](int label, const Axes& axes) {
     return splitFits(op, L, label, product(meshName, axes));
   };
   for (auto& [label, o] : options)

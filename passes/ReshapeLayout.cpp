@@ -9,7 +9,7 @@ using namespace ir;
 
 namespace {
 
-int64_t axesProduct(const Module& m, const std::string& mesh, const std::vector<std::string>& axes) {
+int64_t axesProduct(const Module& m, const std::string& mesh, const Axes& axes) {
   const Mesh* me = m.findMesh(mesh);
   int64_t p = 1;
   for (const auto& a : axes) p *= me ? me->axisSize(a) : 1;
@@ -65,9 +65,9 @@ std::optional<Sharding> sameLayoutSharding(const Module& m, const Shape& from, c
   for (size_t d = 0; d < to.size() && k < axes.size(); ++d) {
     int64_t left = to[d];
     while (k < axes.size()) {
-      int64_t n = axesProduct(m, s.mesh, {axes[k].second});
+      int64_t n = axesProduct(m, s.mesh, {Symbol(axes[k].second)});
       if (left % n != 0) break;
-      r.dims[d].push_back(axes[k].second);
+      r.dims[d].emplace_back(axes[k].second);
       left /= n;
       ++k;
     }
@@ -80,7 +80,7 @@ std::optional<Sharding> sameLayoutSharding(const Module& m, const Shape& from, c
     size_t d = 0;
     while (d < to.size() && to[d] == 1) ++d;
     if (d == to.size()) return std::nullopt;
-    for (auto& [wt, a] : axes) r.dims[d].push_back(a);
+    for (auto& [wt, a] : axes) r.dims[d].emplace_back(a);
   }
   auto rw = contiguousLayout(m, to, r);
   if (!rw || *rw != *w) return std::nullopt;

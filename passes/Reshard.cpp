@@ -55,7 +55,7 @@ const Mesh& Partitioner::mesh(const std::string& name) {
   return *m;
 }
 
-int64_t Partitioner::product(const std::string& meshName, const std::vector<std::string>& axes) {
+int64_t Partitioner::product(const std::string& meshName, const Axes& axes) {
   if (axes.empty()) return 1;
   const Mesh& m = mesh(meshName);
   int64_t p = 1;
@@ -63,7 +63,7 @@ int64_t Partitioner::product(const std::string& meshName, const std::vector<std:
   return p;
 }
 
-std::vector<int64_t> Partitioner::axisIndices(const std::string& meshName, const std::vector<std::string>& axes) {
+std::vector<int64_t> Partitioner::axisIndices(const std::string& meshName, const Axes& axes) {
   const Mesh& m = mesh(meshName);
   std::vector<int64_t> r;
   for (const auto& a : axes) r.push_back(m.axisIndex(a));
@@ -88,7 +88,7 @@ Value* Partitioner::emit(OpKind k, std::vector<Value*> operands, AttrMap at, Sou
   return out_->append(k, std::move(operands), std::move(at), t, loc)->result;
 }
 
-AttrMap Partitioner::collectiveAttrs(const std::string& meshName, const std::vector<std::string>& axes) {
+AttrMap Partitioner::collectiveAttrs(const std::string& meshName, const Axes& axes) {
   AttrMap at;
   at.set("mesh", meshName);
   at.set("axes", axisIndices(meshName, axes));
@@ -102,7 +102,7 @@ Local Partitioner::tag(Local l) {
   return l;
 }
 
-Local Partitioner::permuteBlocks(Local x, int d, const std::vector<std::string>& order, SourceLoc loc) {
+Local Partitioner::permuteBlocks(Local x, int d, const Axes& order, SourceLoc loc) {
   const std::string& mn = x.s.mesh;
   const auto& cur = x.s.dims[d];
   int64_t n = product(mn, cur);
@@ -167,7 +167,7 @@ Local Partitioner::reshard(Local x, Sharding t, SourceLoc loc) {
       for (const auto& a : want) x.s.partial.erase(std::find(x.s.partial.begin(), x.s.partial.end(), a));
       tag(x);
     }
-    std::vector<std::string> rest;
+    Axes rest;
     for (const auto& a : x.s.partial) {
       bool done = false;
       for (int d = 0; d < rank && !done; ++d) {
@@ -202,7 +202,7 @@ Local Partitioner::reshard(Local x, Sharding t, SourceLoc loc) {
     x.s.partial.clear();
     tag(x);
   }
-  auto isPrefix = [](const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  auto isPrefix = [](const Axes& a, const Axes& b) {
     return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
   };
   // 1b. Padded dims (docs/sharding.md, "Uneven dims") whose split changes,
@@ -241,14 +241,14 @@ Local Partitioner::reshard(Local x, Sharding t, SourceLoc loc) {
       x = permuteBlocks(x, d, t.dims[d], loc);
       continue;
     }
-    std::string a = x.s.dims[d].back();
+    Symbol a = x.s.dims[d].back();
     if (int e = movesWhole(d); e >= 0 && (padded(G, d, mn, x.s.dims[d]) || padded(G, e, mn, x.s.dims[d]))) {
       // A padded all_to_all over the dim's axes (one or several, the
       // group's members in the axes' order, as the blocks lie): dim e
       // padded with zeros to n whole blocks and split over them; dim d
       // joined from the n blocks, its padding rows (at the end once
       // joined) sliced off.
-      const std::vector<std::string> axes = x.s.dims[d];
+      const Axes axes = x.s.dims[d];
       const int64_t n = product(mn, axes);
       if (padded(G, e, mn, axes)) {
         x.v = padTo(x.v, e, n * ((G[e] + n - 1) / n), loc);
@@ -294,7 +294,7 @@ Local Partitioner::reshard(Local x, Sharding t, SourceLoc loc) {
   // 3. Split further where the target wants more axes: a local slice.
   for (int d = 0; d < rank; ++d) {
     if (x.s.dims[d].size() == t.dims[d].size()) continue;
-    std::vector<std::string> extra(t.dims[d].begin() + x.s.dims[d].size(), t.dims[d].end());
+    Axes extra(t.dims[d].begin() + x.s.dims[d].size(), t.dims[d].end());
     AttrMap at = collectiveAttrs(mn, extra);
     at.set("dim", (int64_t)d);
     x.v = emit(OpKind::ShardSlice, {x.v}, at, loc);

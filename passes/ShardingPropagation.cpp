@@ -27,7 +27,7 @@ struct Propagator {
   // before it recorded (weight-update sharding's gradients).
   ShardingProvenance& provenance;
 
-  int64_t axesProduct(const Mesh& m, const std::vector<std::string>& axes) {
+  int64_t axesProduct(const Mesh& m, const Axes& axes) {
     int64_t p = 1;
     for (const auto& a : axes) p *= m.axisSize(a);
     return p;
@@ -59,7 +59,7 @@ struct Propagator {
   }
 
   Sharding build(const std::string& mesh, const Value* v, const std::vector<int>& labels,
-                 const std::map<int, std::vector<std::string>>& axes, const DimLabels& L, const Op& op) {
+                 const std::map<int, Axes>& axes, const DimLabels& L, const Op& op) {
     const Mesh* m = mod.findMesh(mesh);
     Sharding s = Sharding::replicated(mesh, v->type.rank());
     std::set<std::string> used;
@@ -68,7 +68,7 @@ struct Propagator {
       if (it == axes.end() || L.unsplittable.count(labels[d]) || !m) continue;
       // Keep the longest prefix of the axes that fits (rule 5): no axis
       // used by an earlier dim, the dim divisible by the axes' product.
-      std::vector<std::string> keep;
+      Axes keep;
       int64_t n = 1;
       const bool pads = padsAlong(op, L, labels[d], v->type.shape[d]);
       for (const auto& a : it->second) {
@@ -87,7 +87,7 @@ struct Propagator {
   // proposal that extends the kept one (same axes first, more after)
   // replaces it (rule 2b).
   void collect(std::vector<std::pair<const Sharding*, const std::vector<int>*>> srcs, const DimLabels& L,
-               std::map<int, std::vector<std::string>>& out) {
+               std::map<int, Axes>& out) {
     std::stable_sort(srcs.begin(), srcs.end(),
                      [](auto& a, auto& b) { return splitDims(*a.first) > splitDims(*b.first); });
     for (auto& [s, labels] : srcs)
@@ -250,7 +250,7 @@ struct Propagator {
       if (out->sharding || !row || row->mesh.empty()) continue;
       Sharding s = *row;
       s.partial.clear();
-      s.dims.insert(s.dims.begin(), std::vector<std::string>{});
+      s.dims.insert(s.dims.begin(), Axes{});
       out->sharding = s;
       provenance.record(out, &op, op.body->results[info.carried + m]);
     }
@@ -283,7 +283,7 @@ struct Propagator {
       if (s->mesh == mesh) srcs.push_back({&*s, &L.operands[i]});
     }
     if (mesh.empty() || (!takeVacuous && vacuous(srcs, op.result, L.result))) return false;
-    std::map<int, std::vector<std::string>> axes;
+    std::map<int, Axes> axes;
     collect(srcs, L, axes);
     op.result->sharding = build(mesh, op.result, L.result, axes, L, op);
     if (op.kind == OpKind::Reshape) keepLayout(op.operands[0], op.result);
@@ -329,7 +329,7 @@ struct Propagator {
         if (j != i && op.operands[j]->sharding && op.operands[j]->sharding->mesh == mesh)
           srcs.push_back({&*op.operands[j]->sharding, &L.operands[j]});
       if (!takeVacuous && vacuous(srcs, v, L.operands[i])) continue;
-      std::map<int, std::vector<std::string>> axes;
+      std::map<int, Axes> axes;
       collect(srcs, L, axes);
       v->sharding = build(mesh, v, L.operands[i], axes, L, op);
       if (op.kind == OpKind::Reshape) keepLayout(op.result, v);
@@ -379,7 +379,7 @@ struct Propagator {
           for (size_t j = 0; j < u->operands.size(); ++j)
             if (u->operands[j] != v && u->operands[j]->sharding && u->operands[j]->sharding->mesh == mesh)
               srcs.push_back({&*u->operands[j]->sharding, &L.operands[j]});
-          std::map<int, std::vector<std::string>> axes;
+          std::map<int, Axes> axes;
           collect(srcs, L, axes);
           asks.push_back(build(mesh, v, L.operands[k], axes, L, *u));
         }

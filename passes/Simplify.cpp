@@ -42,7 +42,7 @@ struct CseKey {
   ir::DType dtype;
   ir::Shape shape;
   // The result's sharding, if any: (mesh, dims, partial).
-  std::optional<std::tuple<std::string, std::vector<std::vector<std::string>>, std::vector<std::string>>> sharding;
+  std::optional<std::tuple<Symbol, std::vector<ir::Axes>, ir::Axes>> sharding;
   auto operator<=>(const CseKey&) const = default;
 };
 

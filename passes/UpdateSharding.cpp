@@ -42,7 +42,7 @@ size_t users(const Function &f, const Value *v) {
 
 struct DataAxes {
   std::string mesh;
-  std::vector<std::string> axes; // in the mesh's axis order
+  Axes axes; // in the mesh's axis order
 };
 
 // The mesh axes (size > 1) that split a data input of the step: argument
@@ -70,7 +70,7 @@ DataAxes dataAxes(const Module &m, const Function &f, size_t nData) {
   if (const Mesh *mesh = m.findMesh(r.mesh))
     for (const auto &a : mesh->axes)
       if (used.count(a.name) && a.size > 1)
-        r.axes.push_back(a.name);
+        r.axes.emplace_back(a.name);
   return r;
 }
 
@@ -94,7 +94,7 @@ std::optional<Sharding> updateSharding(const Module &m, const Param &p,
     for (const auto &a : d)
       local /= mesh->axisSize(a);
   }
-  std::vector<std::string> add;
+  Axes add;
   int64_t n = 1;
   for (const auto &a : data.axes)
     if (!used.count(a)) {
@@ -125,12 +125,12 @@ std::optional<Sharding> updateSharding(const Module &m, const Param &p,
   if (best < 0)
     return std::nullopt;
   // The dim's axes in the mesh's order (its size-1 axes kept).
-  std::vector<std::string> &axes = s.dims[best];
+  Axes &axes = s.dims[best];
   axes.insert(axes.end(), add.begin(), add.end());
-  std::vector<std::string> ordered;
+  Axes ordered;
   for (const auto &a : mesh->axes)
     if (std::find(axes.begin(), axes.end(), a.name) != axes.end())
-      ordered.push_back(a.name);
+      ordered.emplace_back(a.name);
   axes = ordered;
   return s;
 }

@@ -43,7 +43,12 @@ struct Choice {
   bool none = true;
   std::vector<std::vector<std::string>> dims;
   // " @shard(MESH, [...])" as written after the site's type ("" for none).
-  std::string text(const std::string& mesh) const { return none ? "" : " " + ir::Sharding{mesh, dims, {}}.str(); }
+  std::string text(const std::string& mesh) const {
+    if (none) return "";
+    ir::Sharding s{Symbol(mesh), {}, {}};
+    for (const auto& d : dims) s.dims.push_back(ir::axesOf(d));
+    return " " + s.str();
+  }
 };
 
 // The first mesh of the main file: its axes and the span of `[...]`.

@@ -708,7 +708,7 @@ TEST_CASE("gradient IR prints, parses back and is partitioned like any IR") {
     return f.append(k, std::move(operands), std::move(at), out)->result;
   };
   Value* x = f.addArg({DType::F32, {4, 3}});
-  x->sharding = ir::Sharding{"m", {{"data"}, {}}, {}};
+  x->sharding = ir::Sharding::fromNames("m", {{"data"}, {}});
   Value* labels = f.addArg({DType::I32, {4}});
   Value* w1 = f.append(OpKind::Param, {}, attrs({{"name", std::string("W1")}}), m->params[0].type)->result;
   Value* w2 = f.append(OpKind::Param, {}, attrs({{"name", std::string("W2")}}), m->params[1].type)->result;

@@ -123,7 +123,7 @@ TEST_CASE("IR parser: round trip covering every attribute kind") {
   CHECK(m.params[0].init.kind == ParamInit::Uniform);
   CHECK(m.params[0].init.a == -1.0);
   CHECK(m.params[0].init.b == 1.0);
-  CHECK(m.params[0].sharding->dims[0] == std::vector<std::string>{"data", "model"});
+  CHECK(gsl::ir::namesOf(m.params[0].sharding->dims[0]) == std::vector<std::string>{"data", "model"});
   CHECK(m.params[4].init.a == 1e-05);
   Function* f = m.findFunction("f");
   REQUIRE(f);
@@ -157,7 +157,7 @@ TEST_CASE("IR parser: round trip covering every attribute kind") {
   CHECK(f->ops[31]->attrs.getInt("small") == INT64_MIN);
   const Value* v15 = f->ops[12]->result;
   REQUIRE(v15->sharding);
-  CHECK(v15->sharding->partial == std::vector<std::string>{"model", "pipe"});
+  CHECK(gsl::ir::namesOf(v15->sharding->partial) == std::vector<std::string>{"model", "pipe"});
   CHECK(m.findFunction("empty")->results.empty());
 }
 

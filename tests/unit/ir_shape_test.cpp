@@ -19,11 +19,7 @@ Module meshModule() {
 }
 
 Sharding shard(std::vector<std::vector<std::string>> dims, std::vector<std::string> partial = {}) {
-  Sharding s;
-  s.mesh = "m";
-  s.dims = std::move(dims);
-  s.partial = std::move(partial);
-  return s;
+  return gsl::ir::Sharding::fromNames("m", dims, partial);
 }
 
 }  // namespace

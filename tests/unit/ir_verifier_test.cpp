@@ -18,11 +18,7 @@ TensorType f32(Shape s) { return TensorType{DType::F32, std::move(s)}; }
 
 Sharding shard(const std::string& mesh, std::vector<std::vector<std::string>> dims,
                std::vector<std::string> partial = {}) {
-  Sharding s;
-  s.mesh = mesh;
-  s.dims = std::move(dims);
-  s.partial = std::move(partial);
-  return s;
+  return gsl::ir::Sharding::fromNames(mesh, dims, partial);
 }
 
 AttrMap attrs(std::initializer_list<std::pair<const char*, Attr>> kv) {
@@ -176,7 +172,7 @@ TEST_CASE("verifier: param ops") {
 TEST_CASE("verifier: shardings") {
   SUBCASE("undeclared mesh") {
     auto m = goodModule();
-    m->params[0].sharding->mesh = "q";
+    m->params[0].sharding->mesh = gsl::Symbol("q");
     CHECK(verify(*m) == "param @w: sharding @shard(q, [_, model]) names an undeclared mesh 'q'");
   }
   SUBCASE("wrong number of entries") {

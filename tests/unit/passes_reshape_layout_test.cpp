@@ -11,10 +11,7 @@ using namespace gsl;
 namespace {
 
 ir::Sharding sh(std::vector<std::vector<std::string>> dims) {
-  ir::Sharding s;
-  s.mesh = "m";
-  s.dims = std::move(dims);
-  return s;
+  return gsl::ir::Sharding::fromNames("m", dims);
 }
 
 }  // namespace
@@ -45,24 +42,24 @@ TEST_CASE("reshape layout: the same blocks after a reshape") {
   const ir::Module& m = *r.module;
   auto s = passes::sameLayoutSharding(m, {2, 4}, sh({{"a"}, {"b"}}), {8});
   REQUIRE(s);
-  CHECK(s->dims == std::vector<std::vector<std::string>>{{"a", "b"}});
+  CHECK(gsl::ir::namesOf(s->dims) == std::vector<std::vector<std::string>>{{"a", "b"}});
   s = passes::sameLayoutSharding(m, {8}, sh({{"b", "a"}}), {2, 4});
   REQUIRE(s);
-  CHECK(s->dims == std::vector<std::vector<std::string>>{{"b"}, {"a"}});
+  CHECK(gsl::ir::namesOf(s->dims) == std::vector<std::vector<std::string>>{{"b"}, {"a"}});
   s = passes::sameLayoutSharding(m, {8}, sh({{"a", "b"}}), {4, 2});
   REQUIRE(s);
-  CHECK(s->dims == std::vector<std::vector<std::string>>{{"a", "b"}, {}});
+  CHECK(gsl::ir::namesOf(s->dims) == std::vector<std::vector<std::string>>{{"a", "b"}, {}});
   s = passes::sameLayoutSharding(m, {8}, sh({{"a"}}), {2, 4});
   REQUIRE(s);
-  CHECK(s->dims == std::vector<std::vector<std::string>>{{"a"}, {}});
+  CHECK(gsl::ir::namesOf(s->dims) == std::vector<std::vector<std::string>>{{"a"}, {}});
   // A size-1 dim takes no axis; [16] @[(a, b)] as [2, 8]: a takes the two
   // rows, b halves each row (start 8a + 4b either way).
   s = passes::sameLayoutSharding(m, {8}, sh({{"a", "b"}}), {1, 8});
   REQUIRE(s);
-  CHECK(s->dims == std::vector<std::vector<std::string>>{{}, {"a", "b"}});
+  CHECK(gsl::ir::namesOf(s->dims) == std::vector<std::vector<std::string>>{{}, {"a", "b"}});
   s = passes::sameLayoutSharding(m, {16}, sh({{"a", "b"}}), {2, 8});
   REQUIRE(s);
-  CHECK(s->dims == std::vector<std::vector<std::string>>{{"a"}, {"b"}});
+  CHECK(gsl::ir::namesOf(s->dims) == std::vector<std::vector<std::string>>{{"a"}, {"b"}});
   // Not contiguous, or nothing split: no layout to keep.
   CHECK_FALSE(passes::sameLayoutSharding(m, {4, 4}, sh({{"a"}, {"b"}}), {16}));
   CHECK_FALSE(passes::sameLayoutSharding(m, {8}, sh({{}}), {2, 4}));
@@ -86,10 +83,10 @@ TEST_CASE("reshape layout: a padded split as the one split dim keeps its ranges"
   // [14, 3] to [7, 2, 3]: blocks of 4 rows are blocks of 2 x 2 rows.
   auto s = passes::sameLayoutSharding(m, {14, 3}, sh({{"a", "b"}, {}}), {7, 2, 3});
   REQUIRE(s);
-  CHECK(s->dims == std::vector<std::vector<std::string>>{{"a", "b"}, {}, {}});
+  CHECK(gsl::ir::namesOf(s->dims) == std::vector<std::vector<std::string>>{{"a", "b"}, {}, {}});
   s = passes::sameLayoutSharding(m, {7, 2, 3}, sh({{"a", "b"}, {}, {}}), {14, 3});
   REQUIRE(s);
-  CHECK(s->dims == std::vector<std::vector<std::string>>{{"a", "b"}, {}});
+  CHECK(gsl::ir::namesOf(s->dims) == std::vector<std::vector<std::string>>{{"a", "b"}, {}});
   // [7, 4] @[a, _] to [14, 2]: blocks of 4 x 4 elements, but 14 rows over 2
   // are blocks of 7 x 2: no sharding of [14, 2] keeps the ranges.
   CHECK_FALSE(passes::sameLayoutSharding(m, {7, 4}, sh({{"a"}, {}}), {14, 2}));

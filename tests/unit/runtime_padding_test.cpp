@@ -22,10 +22,7 @@ ir::Module meshModule(int64_t a, int64_t b) {
 }
 
 ir::Sharding shard(std::vector<std::vector<std::string>> dims) {
-  ir::Sharding s;
-  s.mesh = "m";
-  s.dims = std::move(dims);
-  return s;
+  return gsl::ir::Sharding::fromNames("m", dims);
 }
 
 std::vector<float> values(const backend::Tensor& t) {
