@@ -262,7 +262,7 @@ class Sema {
 
   // ---------------------------------------------- HostLowering.cpp: fn main
   std::vector<std::string> paramsUsed(const Function& f);
-  bool makeLossThunk(const ast::Expr& e, const std::string& fnName, size_t firstArg, Thunk& t);
+  bool makeLossThunk(const ast::Expr& e, const std::string& fnName, size_t firstArg, Thunk& t, bool aux = false);
   std::string lossFunction(const ast::Expr& e, const char* what);
   EV lowerMethod(Ctx& c, const ast::Expr& e);
   EV lowerLoad(Ctx& c, const ast::Expr& e);

@@ -197,6 +197,9 @@ class ShardingWalk : public HostWalker<WalkedValue> {
   PerRankPrograms& programs_;
 
  private:
+  // The per-rank program of each training step walked last (its aux
+  // outputs' leaves come right after its loss's).
+  std::map<const Thunk*, const ir::Function*> steps_;
   WalkedValue leaf(const HostLeaf& l) override;
   std::vector<WalkedValue> call(const Thunk& th, const std::vector<WalkedValue>& in, bool gather) override;
   void forLoop(const HostStmt& s) override;
