@@ -465,7 +465,7 @@ void Sema::lowerHostStmt(const ast::Stmt& s, std::vector<HostStmt>& out) {
       const ast::Expr& x = *s.exprs[0];
       auto hb = x.kind == ast::ExprKind::Call ? hostBuiltin(x.text) : std::nullopt;
       if (hb == HostBuiltin::Print || hb == HostBuiltin::Save || hb == HostBuiltin::SaveCheckpoint ||
-          hb == HostBuiltin::LoadCheckpoint || hb == HostBuiltin::LogMetric) {
+          hb == HostBuiltin::LoadCheckpoint || hb == HostBuiltin::LogMetric || hb == HostBuiltin::LogMoe) {
         if (!lowerHostCallStmt(x, *hb, h)) return;
         break;
       }
@@ -535,11 +535,15 @@ bool Sema::lowerHostCallStmt(const ast::Expr& x, HostBuiltin b, HostStmt& h) {
       }
       h.path = x.args[0].value->text;
       return true;
-    case HostBuiltin::LogMetric: {
-      h.kind = HostStmt::LogMetric;
+    case HostBuiltin::LogMetric:
+    case HostBuiltin::LogMoe: {
+      const bool moe = b == HostBuiltin::LogMoe;
+      h.kind = moe ? HostStmt::LogMoe : HostStmt::LogMetric;
       if (x.args.size() != 2 || !x.args[0].keyword.empty() || !x.args[1].keyword.empty() ||
           x.args[0].value->kind != ast::ExprKind::String) {
-        err(x.loc, "log_metric takes a name as a string literal and a scalar: log_metric(\"accuracy\", acc)");
+        err(x.loc, moe ? "log_moe takes a name as a string literal and the MoE layers' telemetry (moe_stats): "
+                         "log_moe(\"moe\", stats)"
+                       : "log_metric takes a name as a string literal and a scalar: log_metric(\"accuracy\", acc)");
         return false;
       }
       const std::string& n = x.args[0].value->text;
@@ -553,6 +557,17 @@ bool Sema::lowerHostCallStmt(const ast::Expr& x, HostBuiltin b, HostStmt& h) {
       h.names = {n};
       if (!makeThunk(*x.args[1].value, h.value)) return false;
       const ir::TensorType& t = h.value.fn->results[0]->type;
+      if (moe) {
+        // f32[E + MOE_STATS] (one layer) or f32[L, E + MOE_STATS] (L layers), E >= 1.
+        const int64_t k = t.rank() >= 1 ? t.shape.back() : 0;
+        if (t.dtype != DType::F32 || t.rank() < 1 || t.rank() > 2 || k < 5) {
+          err(startLoc(*x.args[1].value), "log_moe's value is the telemetry of stdlib/moe.gsl's moe_stats: "
+                                          "f32[E + MOE_STATS] for one MoE layer or f32[L, E + MOE_STATS] for L "
+                                          "layers (MOE_STATS = 4, E >= 1), got " + t.str());
+          return false;
+        }
+        return true;
+      }
       if (t.rank() != 0 || t.dtype == DType::Bool) {
         err(startLoc(*x.args[1].value), "log_metric's value must be an f32 or i32 scalar, got " + t.str());
         return false;
@@ -587,6 +602,7 @@ EV Sema::lowerHostBuiltinCall(Ctx& c, const ast::Expr& e, HostBuiltin b) {
     case HostBuiltin::SaveCheckpoint:
     case HostBuiltin::LoadCheckpoint:
     case HostBuiltin::LogMetric:
+    case HostBuiltin::LogMoe:
       err(c, e.loc, name + "(...) is a statement of fn main, not a value");
       return {};
     case HostBuiltin::Exists: {

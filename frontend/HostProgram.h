@@ -59,6 +59,7 @@ struct HostStmt {
     SaveCheckpoint,  // save_checkpoint(path[, optimizer=false]): params and optimizer states
     LoadCheckpoint,  // load_checkpoint(path): the params only (inference)
     LogMetric,       // log_metric("name", value): names[0] = a scalar for the progress line and --log
+    LogMoe,          // log_moe("name", stats): MoE telemetry (stdlib/moe.gsl moe_stats) for --log, the line, the trace
   } kind;
   SourceLoc loc;
   std::vector<std::string> names;

@@ -161,6 +161,31 @@ class RankRunner : public HostWalker<HostValue> {
     progress_.metric(s.names[0], v);
   }
 
+  // log_moe(name, stats): the MoE layers' telemetry into the last step's
+  // --log record and the progress line, and, when tracing, counter events
+  // on rank 0's track (docs/moe.md, "Telemetry"). Every rank evaluates the
+  // value (it may need a collective); rank 0 reports it.
+  void logMoe(const HostStmt& s) override {
+    Tensor v = whole(s.value);
+    if (rank_ != 0) return;
+    const std::vector<MoeLayerStats> layers = moeLayers(v);
+    progress_.moe(s.names[0], layers);
+    if (!trace::current) return;
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const MoeLayerStats& m = layers[l];
+      const std::string name = s.names[0] + "[" + std::to_string(l) + "]";
+      trace::counter("moe", name,
+                     {{"dropped", m.dropped}, {"overload", m.overload}, {"entropy", m.entropy}, {"aux", m.aux}});
+      std::vector<std::pair<std::string, double>> tokens;
+      if (m.tokens.size() <= kMoeTokensListed) {
+        for (size_t e = 0; e < m.tokens.size(); ++e) tokens.push_back({"e" + std::to_string(e), m.tokens[e]});
+      } else {
+        tokens = {{"min", m.tokensMin()}, {"mean", m.tokensMean()}, {"max", m.tokensMax()}};
+      }
+      trace::counter("moe", name + " tokens", std::move(tokens));
+    }
+  }
+
   void loadCheckpoint(const HostStmt& s) override { loadParams(model_, s.path, s.loc, mpi_ != nullptr); }
 
   std::vector<HostValue> call(const Thunk& th, const std::vector<HostValue>& given, bool gather) override {

@@ -104,6 +104,8 @@ class HostWalker {
   virtual void loadCheckpoint(const HostStmt&) {}
   // log_metric(name, value): its value, whole.
   virtual void logMetric(const HostStmt& s) { eval(s.value, true); }
+  // log_moe(name, stats): its value, whole.
+  virtual void logMoe(const HostStmt& s) { eval(s.value, true); }
   virtual void beforeStatement(const HostStmt&) {}
 
   void block(const std::vector<HostStmt>& b) {
@@ -133,6 +135,7 @@ class HostWalker {
       case HostStmt::SaveCheckpoint: saveCheckpoint(s); break;
       case HostStmt::LoadCheckpoint: loadCheckpoint(s); break;
       case HostStmt::LogMetric: logMetric(s); break;
+      case HostStmt::LogMoe: logMoe(s); break;
     }
   }
 
