@@ -4,7 +4,8 @@
 //
 // All three resolve a thunk's inputs the same way: a variable lies as the
 // value it holds, `load` as its annotation, `opt.minimize(...)` as the
-// training step's loss, everything else whole (replicated); and all three
+// training step's loss (its aux outputs as the step's other results),
+// everything else whole (replicated); and all three
 // get the thunk's per-rank program for those input shardings from one
 // PerRankPrograms cache. HostWalker<V> holds that: the statements' dispatch,
 // the variables' scopes and the inputs of a thunk. What a walker does with
