@@ -20,8 +20,10 @@ std::vector<std::string> Sema::paramsUsed(const Function& f) {
 }
 
 // A thunk computing the loss `fnName(args of e from firstArg)`, which
-// must be an f32 scalar.
-bool Sema::makeLossThunk(const ast::Expr& e, const std::string& fnName, size_t firstArg, Thunk& t) {
+// must be an f32 scalar. With `aux` (opt.minimize), the function may
+// instead return a tuple whose first value is that scalar: the thunk
+// returns all of them (JAX's value_and_grad(has_aux=True)).
+bool Sema::makeLossThunk(const ast::Expr& e, const std::string& fnName, size_t firstArg, Thunk& t, bool aux) {
   auto fn = std::make_unique<Function>();
   fn->name = "main." + std::to_string(nextThunk_++);
   fn->loc = e.loc;
@@ -32,9 +34,28 @@ bool Sema::makeLossThunk(const ast::Expr& e, const std::string& fnName, size_t f
   c.callStack.push_back("main");
   EV v = lowerUserCall(c, e, fnName, firstArg);
   if (!v.ok()) return false;
-  if (v.kind != EV::Tensor || v.v->type != TensorType{DType::F32, {}}) {
-    err(e.loc, "the loss function '" + fnName + "' must return an f32 scalar" +
-                   (v.kind == EV::Tensor ? ", got " + v.v->type.str() : std::string()));
+  const TensorType f32{DType::F32, {}};
+  if (aux && v.kind == EV::Tuple) {
+    if (v.tuple.empty() || v.tuple[0]->type != f32) {
+      err(e.loc, "the loss function '" + fnName + "' returns " + std::to_string(v.tuple.size()) +
+                     " values; the first must be the loss, an f32 scalar" +
+                     (v.tuple.empty() ? std::string() : ", got " + v.tuple[0]->type.str()) +
+                     " (the others are auxiliary outputs, not differentiated)");
+      return false;
+    }
+    fn->results = v.tuple;
+    fn->resultShardings.assign(v.tuple.size(), std::nullopt);
+    t.fn = fn.get();
+    t.loc = e.loc;
+    thunks_.push_back(std::move(fn));
+    return true;
+  }
+  if (v.kind != EV::Tensor || v.v->type != f32) {
+    std::string got = v.kind == EV::Tensor ? ", got " + v.v->type.str()
+                      : v.kind == EV::Tuple ? ", got " + std::to_string(v.tuple.size()) + " values"
+                                            : std::string();
+    err(e.loc, "the loss function '" + fnName + "' must return an f32 scalar" + got +
+                   (v.kind == EV::Tuple ? " (only opt.minimize takes a loss with auxiliary outputs)" : ""));
     return false;
   }
   fn->results = {v.v};
@@ -56,7 +77,10 @@ std::string Sema::lossFunction(const ast::Expr& e, const char* what) {
   return e.args[0].value->text;
 }
 
-// opt.minimize(loss, args...): one training step; its value is the loss.
+// opt.minimize(loss, args...): one training step; its value is the loss,
+// or, when the loss function returns (loss, aux...), the tuple (loss,
+// aux...): the step's values of the auxiliary outputs, computed by the
+// step's own forward pass and not differentiated (TrainRequest::aux).
 EV Sema::lowerMethod(Ctx& c, const ast::Expr& e) {
   const Optimizer* o = mod_->findOptimizer(e.text);
   if (!o) {
@@ -77,23 +101,34 @@ EV Sema::lowerMethod(Ctx& c, const ast::Expr& e) {
   std::string fnName = lossFunction(e, (e.text + ".minimize").c_str());
   if (fnName.empty()) return {};
   auto step = std::make_shared<Thunk>();
-  if (!makeLossThunk(e, fnName, 1, *step)) return {};
+  if (!makeLossThunk(e, fnName, 1, *step, true)) return {};
   TrainRequest tr;
   tr.kind = TrainRequest::Minimize;
   tr.loss = fnName;
   tr.params = paramsUsed(*step->fn);
   tr.optimizer = o->name;
+  tr.aux = step->fn->results.size() - 1;
   if (tr.params.empty()) {
     err(e.loc, "the loss function '" + fnName + "' reads no params: there is nothing to train");
     return {};
   }
   step->fn->train = tr;
-  TensorType f32{DType::F32, {}};
-  Value* arg = c.fn->addArg(f32);
-  HostLeaf leaf{HostLeaf::Minimize, o->name, f32, std::nullopt, e.loc};
-  leaf.sub = step;
-  c.leaves->push_back(leaf);
-  return EV::tensor(arg);
+  // One leaf per value: the loss (index 0) runs the step, the others
+  // (index k: aux output k) take its results.
+  std::vector<Value*> outs;
+  for (size_t k = 0; k < step->fn->results.size(); ++k) {
+    const TensorType t = step->fn->results[k]->type;
+    outs.push_back(c.fn->addArg(t));
+    HostLeaf leaf{HostLeaf::Minimize, o->name, t, std::nullopt, e.loc};
+    leaf.index = (int)k;
+    leaf.sub = step;
+    c.leaves->push_back(leaf);
+  }
+  if (outs.size() == 1) return EV::tensor(outs[0]);
+  EV r;
+  r.kind = EV::Tuple;
+  r.tuple = outs;
+  return r;
 }
 
 // evaluate(loss, data[, batches=K]): the mean of loss(inputs, targets)
@@ -430,7 +465,7 @@ void Sema::lowerHostStmt(const ast::Stmt& s, std::vector<HostStmt>& out) {
       const ast::Expr& x = *s.exprs[0];
       auto hb = x.kind == ast::ExprKind::Call ? hostBuiltin(x.text) : std::nullopt;
       if (hb == HostBuiltin::Print || hb == HostBuiltin::Save || hb == HostBuiltin::SaveCheckpoint ||
-          hb == HostBuiltin::LoadCheckpoint || hb == HostBuiltin::LogMetric) {
+          hb == HostBuiltin::LoadCheckpoint || hb == HostBuiltin::LogMetric || hb == HostBuiltin::LogMoe) {
         if (!lowerHostCallStmt(x, *hb, h)) return;
         break;
       }
@@ -500,11 +535,15 @@ bool Sema::lowerHostCallStmt(const ast::Expr& x, HostBuiltin b, HostStmt& h) {
       }
       h.path = x.args[0].value->text;
       return true;
-    case HostBuiltin::LogMetric: {
-      h.kind = HostStmt::LogMetric;
+    case HostBuiltin::LogMetric:
+    case HostBuiltin::LogMoe: {
+      const bool moe = b == HostBuiltin::LogMoe;
+      h.kind = moe ? HostStmt::LogMoe : HostStmt::LogMetric;
       if (x.args.size() != 2 || !x.args[0].keyword.empty() || !x.args[1].keyword.empty() ||
           x.args[0].value->kind != ast::ExprKind::String) {
-        err(x.loc, "log_metric takes a name as a string literal and a scalar: log_metric(\"accuracy\", acc)");
+        err(x.loc, moe ? "log_moe takes a name as a string literal and the MoE layers' telemetry (moe_stats): "
+                         "log_moe(\"moe\", stats)"
+                       : "log_metric takes a name as a string literal and a scalar: log_metric(\"accuracy\", acc)");
         return false;
       }
       const std::string& n = x.args[0].value->text;
@@ -518,6 +557,17 @@ bool Sema::lowerHostCallStmt(const ast::Expr& x, HostBuiltin b, HostStmt& h) {
       h.names = {n};
       if (!makeThunk(*x.args[1].value, h.value)) return false;
       const ir::TensorType& t = h.value.fn->results[0]->type;
+      if (moe) {
+        // f32[E + MOE_STATS] (one layer) or f32[L, E + MOE_STATS] (L layers), E >= 1.
+        const int64_t k = t.rank() >= 1 ? t.shape.back() : 0;
+        if (t.dtype != DType::F32 || t.rank() < 1 || t.rank() > 2 || k < 5) {
+          err(startLoc(*x.args[1].value), "log_moe's value is the telemetry of stdlib/moe.gsl's moe_stats: "
+                                          "f32[E + MOE_STATS] for one MoE layer or f32[L, E + MOE_STATS] for L "
+                                          "layers (MOE_STATS = 4, E >= 1), got " + t.str());
+          return false;
+        }
+        return true;
+      }
       if (t.rank() != 0 || t.dtype == DType::Bool) {
         err(startLoc(*x.args[1].value), "log_metric's value must be an f32 or i32 scalar, got " + t.str());
         return false;
@@ -552,6 +602,7 @@ EV Sema::lowerHostBuiltinCall(Ctx& c, const ast::Expr& e, HostBuiltin b) {
     case HostBuiltin::SaveCheckpoint:
     case HostBuiltin::LoadCheckpoint:
     case HostBuiltin::LogMetric:
+    case HostBuiltin::LogMoe:
       err(c, e.loc, name + "(...) is a statement of fn main, not a value");
       return {};
     case HostBuiltin::Exists: {

@@ -23,7 +23,8 @@ struct HostLeaf {
     Load,       // load(path) : T
     Exists,     // exists(path)
     Batch,      // one half of batch(dataset, step): index 0 inputs, 1 targets
-    Minimize,   // opt.minimize(f, args...): runs `sub` (a training step), gives the loss
+    Minimize,   // opt.minimize(f, args...): runs `sub` (a training step), gives the loss (index 0)
+                // or, for a loss with auxiliary outputs, aux output `index` of the same step
     StartStep,  // start_step(): the step to resume from (0 without --resume)
     Evaluate,   // evaluate(loss, data): the mean of `sub` (the loss on a validation batch) over the batches
   } kind = Var;
@@ -31,7 +32,7 @@ struct HostLeaf {
   ir::TensorType type;
   std::optional<ir::Sharding> sharding;  // Load's annotation
   SourceLoc loc;
-  int index = 0;     // Batch: 0 inputs, 1 targets
+  int index = 0;     // Batch: 0 inputs, 1 targets; Minimize: 0 the loss, k aux output k
   int64_t limit = 0;  // Evaluate: at most this many batches (batches=; 0: all of them)
   // Batch: the step (none in an Evaluate's loss: its batches are the
   // validation part's, in order); Minimize: the training step; Evaluate:
@@ -58,6 +59,7 @@ struct HostStmt {
     SaveCheckpoint,  // save_checkpoint(path[, optimizer=false]): params and optimizer states
     LoadCheckpoint,  // load_checkpoint(path): the params only (inference)
     LogMetric,       // log_metric("name", value): names[0] = a scalar for the progress line and --log
+    LogMoe,          // log_moe("name", stats): MoE telemetry (stdlib/moe.gsl moe_stats) for --log, the line, the trace
   } kind;
   SourceLoc loc;
   std::vector<std::string> names;

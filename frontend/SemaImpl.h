@@ -53,7 +53,7 @@ struct EV {
 
 // The builtins of the host script (fn main), as opposed to the tensor
 // builtins of the op table. In alphabetical order, as kHostBuiltins.
-enum class HostBuiltin { Batch, Evaluate, Exists, Grad, Load, LoadCheckpoint, LogMetric, Print, Save, SaveCheckpoint, StartStep, Count };
+enum class HostBuiltin { Batch, Evaluate, Exists, Grad, Load, LoadCheckpoint, LogMetric, LogMoe, Print, Save, SaveCheckpoint, StartStep, Count };
 std::optional<HostBuiltin> hostBuiltin(const std::string& name);  // Sema.cpp
 const char* hostBuiltinName(HostBuiltin b);
 std::vector<std::string> hostBuiltinNames();
@@ -262,7 +262,7 @@ class Sema {
 
   // ---------------------------------------------- HostLowering.cpp: fn main
   std::vector<std::string> paramsUsed(const Function& f);
-  bool makeLossThunk(const ast::Expr& e, const std::string& fnName, size_t firstArg, Thunk& t);
+  bool makeLossThunk(const ast::Expr& e, const std::string& fnName, size_t firstArg, Thunk& t, bool aux = false);
   std::string lossFunction(const ast::Expr& e, const char* what);
   EV lowerMethod(Ctx& c, const ast::Expr& e);
   EV lowerLoad(Ctx& c, const ast::Expr& e);

@@ -21,12 +21,18 @@ struct TrainRequest {
   std::vector<std::string> params;  // differentiated params, declaration order
   std::string optimizer;            // Minimize: the optimizer's name
   std::string loss;                 // the loss function's name (for the REPL)
+  // Minimize: how many auxiliary outputs the loss function returns after
+  // the loss (`fn loss(...) -> (f32, T1, ...)`, JAX's has_aux): the thunk
+  // returns (loss, aux...) before the expansion; only the loss is
+  // differentiated.
+  size_t aux = 0;
   // Filled by the expansion (Minimize): after the thunk's own arguments
   // come the step counter (i32 scalar, the step being taken, from 1), one
   // f32 scalar per entry of `scalars` (computed by the host for each step
   // in double: passes::stepScalars) and one argument per optimizer state
-  // slot; results are the loss, the new params (in `params` order) and the
-  // new states (in `states` order).
+  // slot; results are the loss, the new params (in `params` order), the
+  // new states (in `states` order) and the `aux` auxiliary outputs (as
+  // they lie after propagation).
   struct State {
     std::string param, slot;  // e.g. "w1", "m"
     TensorType type;

@@ -226,6 +226,55 @@ void saveContractions(ir::GradBuilder& g, ir::Function& body, const std::vector<
   });
 }
 
+// Which carried values of a loop (body `body`, `nc` carried) may have a
+// nonzero adjoint in some iteration: those whose final value has one
+// (resultAdj), and, back through the iterations, every carried value the
+// body's result for such a value, or an output with an adjoint (`gys`),
+// depends on. The others (a carried sum the loss never reads: a layer
+// loop's telemetry, returned beside the loss) have a zero adjoint all the
+// way: the backward loop neither carries it nor sweeps the ops that only
+// it would differentiate.
+std::vector<bool> carriedAdjoints(const ir::Function& body, size_t nc, const std::vector<Value*>& resultAdj,
+                                  const std::vector<size_t>& gys) {
+  // deps[r]: the carried arguments body result r depends on.
+  std::unordered_map<const Value*, std::vector<bool>> from;  // value -> the carried args it depends on
+  for (size_t j = 0; j < nc; ++j) {
+    std::vector<bool> d(nc, false);
+    d[j] = true;
+    from[body.args[1 + j]] = d;
+  }
+  for (const auto& op : body.ops) {
+    std::vector<bool> d(nc, false);
+    bool any = false;
+    for (const Value* v : op->operands)
+      if (auto it = from.find(v); it != from.end())
+        for (size_t j = 0; j < nc; ++j)
+          if (it->second[j]) d[j] = any = true;
+    if (any)
+      for (const Value* r : op->results) from[r] = d;
+  }
+  auto depsOf = [&](const Value* r) {
+    auto it = from.find(r);
+    return it == from.end() ? std::vector<bool>(nc, false) : it->second;
+  };
+  std::vector<bool> need(nc, false);
+  for (size_t j = 0; j < nc; ++j) need[j] = resultAdj[j] != nullptr;
+  for (size_t m : gys) {
+    const std::vector<bool> d = depsOf(body.results[nc + m]);
+    for (size_t j = 0; j < nc; ++j) need[j] = need[j] || d[j];
+  }
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (size_t r = 0; r < nc; ++r) {
+      if (!need[r]) continue;
+      const std::vector<bool> d = depsOf(body.results[r]);
+      for (size_t j = 0; j < nc; ++j)
+        if (d[j] && !need[j]) need[j] = grew = true;
+    }
+  }
+  return need;
+}
+
 // The VJP of a loop: given the adjoints of its results (nullptr: none),
 // sets og[k] to the adjoint of operand k where wanted[k].
 //
@@ -255,17 +304,18 @@ void loopVjp(ir::GradBuilder& b, Op& loop, const std::vector<Value*>& resultAdj,
   }
 
   // 2. What the backward loop carries and reads.
-  std::vector<size_t> dc;  // f32 carried values: their adjoints are carried
+  std::vector<size_t> gys;  // outputs with an adjoint
+  for (size_t m = 0; m < no; ++m)
+    if (resultAdj[nc + m]) gys.push_back(m);
+  std::vector<size_t> dc;  // f32 carried values whose adjoint may be nonzero: their adjoints are carried
+  const std::vector<bool> need = carriedAdjoints(body, nc, resultAdj, gys);
   for (size_t j = 0; j < nc; ++j)
-    if (isF32(loop.operands[j])) dc.push_back(j);
+    if (isF32(loop.operands[j]) && need[j]) dc.push_back(j);
   std::vector<size_t> dense, perIter;  // wanted f32 invariants, by how their gradient is formed
   for (size_t k = 0; k < ni; ++k) {
     if (!wanted[nc + k] || !isF32(loop.operands[nc + k])) continue;
     (readPerIteration(body, body.args[1 + nc + k], T) ? perIter : dense).push_back(k);
   }
-  std::vector<size_t> gys;  // outputs with an adjoint
-  for (size_t m = 0; m < no; ++m)
-    if (resultAdj[nc + m]) gys.push_back(m);
 
   std::vector<Value*> operands;
   for (size_t j : dc) operands.push_back(resultAdj[j] ? resultAdj[j] : b.zerosLike(loop.results[j]));

@@ -217,8 +217,12 @@ struct Expander {
 
   void run() {
     TrainRequest& tr = *f.train;
-    GSL_ASSERT(f.results.size() == 1, "training thunk must return the loss only");
+    GSL_ASSERT(f.results.size() == 1 + tr.aux, "training thunk must return the loss and its aux outputs only");
     Value* loss = f.results[0];
+    // The auxiliary outputs (minimize of a loss that returns (loss, aux...)):
+    // values of the same forward pass, returned after the states and not
+    // differentiated (the sweep starts from the loss alone).
+    const std::vector<Value*> aux(f.results.begin() + 1, f.results.end());
     if (tr.kind == TrainRequest::Minimize) activateDropouts(f.addArg({DType::I32, {}}));  // the step counter
     Gradients grads = appendGradient(m, f, loss, tr.params, false);
     for (size_t i = 0; i < tr.params.size(); ++i)  // the REPL's grad(w)
@@ -268,6 +272,10 @@ struct Expander {
     for (size_t i = 0; i < newStates.size(); ++i) {
       f.results.push_back(newStates[i]);
       f.resultShardings.push_back(stateShardings[i]);
+    }
+    for (Value* a : aux) {
+      f.results.push_back(a);
+      f.resultShardings.push_back(std::nullopt);  // as propagation lays them out
     }
     tr.expanded = true;
   }

@@ -8,7 +8,8 @@
 //   minimize:  appends the reverse sweep (passes/Autodiff) and the
 //              optimizer's update; takes the step counter and the optimizer
 //              states as extra arguments; results := loss, new params, new
-//              states (see ir::TrainRequest for the layout).
+//              states, then the loss function's auxiliary outputs when it
+//              returns (loss, aux...) (see ir::TrainRequest for the layout).
 //
 // Optimizers (hyperparameters from the `optimizer` declaration; the
 // rules are torch.optim's, see docs/training.md):

@@ -16,6 +16,7 @@
 #include "repl/CallPaths.h"
 #include "repl/Explain.h"
 #include "repl/Lookup.h"
+#include "repl/MoeLayers.h"
 #include "repl/Text.h"
 
 #if defined(GSL_REPL_HAVE_JIT) && __has_include("backend/jit/JitEngine.h")
@@ -153,6 +154,13 @@ void Session::cost(const std::string& fn) {
     out_ << "inside " << loopText(*b, loop) << ", " << where << ": per iteration x " << trip << "\n"
          << costTable({&one, &all}, {"per iteration", "x " + std::to_string(trip)});
   }
+  // Its MoE layers (a training step: those of its loss function's forward pass).
+  int64_t forward = -1;
+  if (f->train) {
+    const ir::Function* lossFn = mod.findFunction(f->train->loss);
+    forward = lossFn ? countMoeLayers(*lossFn) : 0;
+  }
+  out_ << moeLayersText(*b, mod, *f, *local, forward);
   out_ << machine_.describe();
 }
 

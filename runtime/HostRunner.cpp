@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "backend/Npy.h"
 #include "runtime/Batches.h"
@@ -130,14 +131,25 @@ class RankRunner : public HostWalker<HostValue> {
     return {Tensor::scalarF32((float)(sum / (double)n)), std::nullopt};
   }
 
+  // The aux outputs of each training step's last run, for the leaves after
+  // its loss's (HostLeaf::index > 0).
+  std::map<const Thunk*, std::vector<HostValue>> stepAux_;
+
   // One training step: opt.minimize(loss, args...), and the checkpoint
-  // --checkpoint-every asks for after it.
+  // --checkpoint-every asks for after it. Its value is the loss (leaf
+  // index 0, which runs the step); leaf k > 0 takes aux output k of that run.
   HostValue minimize(const HostLeaf& l) {
     const Thunk& st = *l.sub;
+    if (l.index > 0) {
+      auto it = stepAux_.find(&st);
+      GSL_ASSERT(it != stepAux_.end(), "an aux output of a training step before its loss");
+      return it->second.at((size_t)l.index - 1);
+    }
     std::vector<HostValue> values;
     for (const auto& lf : st.leaves) values.push_back(input(lf));
     batches_.readPending(*st.fn, values);
     StepResult r = trainingStep(model_, l, values, progress_);
+    if (!r.aux.empty()) stepAux_[&st] = std::move(r.aux);
     if (opts_.checkpointEvery > 0 && r.step % opts_.checkpointEvery == 0) checkpoint(opts_.checkpointPath, st.loc);
     return r.loss;
   }
@@ -147,6 +159,31 @@ class RankRunner : public HostWalker<HostValue> {
   void logMetric(const HostStmt& s) override {
     Tensor v = whole(s.value);
     progress_.metric(s.names[0], v);
+  }
+
+  // log_moe(name, stats): the MoE layers' telemetry into the last step's
+  // --log record and the progress line, and, when tracing, counter events
+  // on rank 0's track (docs/moe.md, "Telemetry"). Every rank evaluates the
+  // value (it may need a collective); rank 0 reports it.
+  void logMoe(const HostStmt& s) override {
+    Tensor v = whole(s.value);
+    if (rank_ != 0) return;
+    const std::vector<MoeLayerStats> layers = moeLayers(v);
+    progress_.moe(s.names[0], layers);
+    if (!trace::current) return;
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const MoeLayerStats& m = layers[l];
+      const std::string name = s.names[0] + "[" + std::to_string(l) + "]";
+      trace::counter("moe", name,
+                     {{"dropped", m.dropped}, {"overload", m.overload}, {"entropy", m.entropy}, {"aux", m.aux}});
+      std::vector<std::pair<std::string, double>> tokens;
+      if (m.tokens.size() <= kMoeTokensListed) {
+        for (size_t e = 0; e < m.tokens.size(); ++e) tokens.push_back({"e" + std::to_string(e), m.tokens[e]});
+      } else {
+        tokens = {{"min", m.tokensMin()}, {"mean", m.tokensMean()}, {"max", m.tokensMax()}};
+      }
+      trace::counter("moe", name + " tokens", std::move(tokens));
+    }
   }
 
   void loadCheckpoint(const HostStmt& s) override { loadParams(model_, s.path, s.loc, mpi_ != nullptr); }

@@ -49,9 +49,10 @@ std::unique_ptr<ir::Function> thunkForInputs(const frontend::Thunk& th,
     if (!f->args[i]->sharding) f->args[i]->sharding = Sharding::replicated("", f->args[i]->type.rank());
   }
   // A training step's new params and states must come back lying as they
-  // are stored (their declared sharding, else whole).
+  // are stored (their declared sharding, else whole); its aux outputs, last,
+  // lie as propagation chooses.
   if (f->train && f->train->kind == ir::TrainRequest::Minimize)
-    for (size_t k = 1; k < f->results.size(); ++k)
+    for (size_t k = 1; k + f->train->aux < f->results.size(); ++k)
       if (!f->resultShardings[k]) f->resultShardings[k] = Sharding::replicated("", f->results[k]->type.rank());
   return f;
 }
@@ -107,10 +108,18 @@ WalkedValue ShardingWalk::leaf(const HostLeaf& l) {
     }
     case HostLeaf::Minimize: {
       const Thunk& st = *l.sub;
+      if (l.index > 0) {  // an aux output of the step its loss leaf (index 0) just walked
+        auto it = steps_.find(&st);
+        GSL_ASSERT(it != steps_.end(), "an aux output of a training step before its loss");
+        const ir::Function& f = *it->second;
+        const size_t r = f.resultShardings.size() - st.fn->train->aux + (size_t)(l.index - 1);
+        return {l.type, f.resultShardings[r], nullptr, 0, {}, false};
+      }
       std::vector<WalkedValue> in = inputs(st);
       placeBatches(*st.fn, in);
       const auto shardings = shardingsOf(in);
       const ir::Function& f = programs_.perRank(st, shardings, false);
+      steps_[&st] = &f;
       visit(st, f, true, shardings);
       return {l.type, f.resultShardings[0], nullptr, 0, {}, false};
     }

@@ -4,7 +4,8 @@
 //
 // All three resolve a thunk's inputs the same way: a variable lies as the
 // value it holds, `load` as its annotation, `opt.minimize(...)` as the
-// training step's loss, everything else whole (replicated); and all three
+// training step's loss (its aux outputs as the step's other results),
+// everything else whole (replicated); and all three
 // get the thunk's per-rank program for those input shardings from one
 // PerRankPrograms cache. HostWalker<V> holds that: the statements' dispatch,
 // the variables' scopes and the inputs of a thunk. What a walker does with
@@ -104,6 +105,8 @@ class HostWalker {
   virtual void loadCheckpoint(const HostStmt&) {}
   // log_metric(name, value): its value, whole.
   virtual void logMetric(const HostStmt& s) { eval(s.value, true); }
+  // log_moe(name, stats): its value, whole.
+  virtual void logMoe(const HostStmt& s) { eval(s.value, true); }
   virtual void beforeStatement(const HostStmt&) {}
 
   void block(const std::vector<HostStmt>& b) {
@@ -133,6 +136,7 @@ class HostWalker {
       case HostStmt::SaveCheckpoint: saveCheckpoint(s); break;
       case HostStmt::LoadCheckpoint: loadCheckpoint(s); break;
       case HostStmt::LogMetric: logMetric(s); break;
+      case HostStmt::LogMoe: logMoe(s); break;
     }
   }
 
@@ -197,6 +201,9 @@ class ShardingWalk : public HostWalker<WalkedValue> {
   PerRankPrograms& programs_;
 
  private:
+  // The per-rank program of each training step walked last (its aux
+  // outputs' leaves come right after its loss's).
+  std::map<const Thunk*, const ir::Function*> steps_;
   WalkedValue leaf(const HostLeaf& l) override;
   std::vector<WalkedValue> call(const Thunk& th, const std::vector<WalkedValue>& in, bool gather) override;
   void forLoop(const HostStmt& s) override;

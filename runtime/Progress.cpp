@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -103,17 +104,88 @@ void Progress::flushLogRecord() {
   logRecord_.reset();
 }
 
-void Progress::metric(const std::string& name, const backend::Tensor& v) {
-  if (rank_ != 0) return;
-  std::string text = v.dtype() == ir::DType::F32 ? backend::formatF32((float)v.item()) : std::to_string((int64_t)v.item());
+void Progress::lineMetric(const std::string& name, const std::string& text) {
   const int64_t step = loops_.empty() ? 0 : loops_.back().i;
   auto it = std::find_if(metrics_.begin(), metrics_.end(), [&](const Metric& m) { return m.name == name; });
   if (it == metrics_.end()) metrics_.push_back({name, text, step});
   else *it = {name, text, step};
+}
+
+void Progress::metric(const std::string& name, const backend::Tensor& v) {
+  if (rank_ != 0) return;
+  std::string text = v.dtype() == ir::DType::F32 ? backend::formatF32((float)v.item()) : std::to_string((int64_t)v.item());
+  lineMetric(name, text);
   if (logRecord_) {
     if (v.dtype() == ir::DType::F32) (*logRecord_)[name] = std::strtod(text.c_str(), nullptr);
     else (*logRecord_)[name] = (int64_t)v.item();
   }
+}
+
+double MoeLayerStats::tokensMin() const { return tokens.empty() ? 0 : *std::min_element(tokens.begin(), tokens.end()); }
+double MoeLayerStats::tokensMax() const { return tokens.empty() ? 0 : *std::max_element(tokens.begin(), tokens.end()); }
+double MoeLayerStats::tokensMean() const {
+  double s = 0;
+  for (double t : tokens) s += t;
+  return tokens.empty() ? 0 : s / (double)tokens.size();
+}
+
+std::vector<MoeLayerStats> moeLayers(const backend::Tensor& v) {
+  const ir::Shape& sh = v.shape();
+  const int64_t k = sh.back(), layers = sh.size() == 2 ? sh[0] : 1, e = k - kMoeStats;
+  // Each number as its f32 prints (shortest digits), so the log and the
+  // trace show what `print` would.
+  auto at = [&](int64_t i) { return std::strtod(backend::formatF32((float)v.at(i)).c_str(), nullptr); };
+  std::vector<MoeLayerStats> out;
+  for (int64_t l = 0; l < layers; ++l) {
+    MoeLayerStats s;
+    for (int64_t j = 0; j < e; ++j) s.tokens.push_back(at(l * k + j));
+    s.dropped = at(l * k + e);
+    s.overload = at(l * k + e + 1);
+    s.entropy = at(l * k + e + 2);
+    s.aux = at(l * k + e + 3);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void Progress::moe(const std::string& name, const std::vector<MoeLayerStats>& layers) {
+  if (rank_ != 0 || layers.empty()) return;
+  // A JSON number: an integer when the value is one (token counts), else
+  // the double of the f32's shortest digits.
+  auto num = [](double x) -> nlohmann::ordered_json {
+    if (x == std::floor(x) && std::fabs(x) < 9e15) return (int64_t)x;
+    return x;
+  };
+  if (logRecord_) {
+    nlohmann::ordered_json all = nlohmann::ordered_json::array();
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const MoeLayerStats& s = layers[l];
+      nlohmann::ordered_json o = {{"layer", (int64_t)l}};
+      if (s.tokens.size() <= kMoeTokensListed) {
+        nlohmann::ordered_json t = nlohmann::ordered_json::array();
+        for (double x : s.tokens) t.push_back(num(x));
+        o["tokens"] = t;
+      } else {
+        o["tokens_min"] = num(s.tokensMin());
+        o["tokens_mean"] = num(std::strtod(backend::formatF32((float)s.tokensMean()).c_str(), nullptr));
+        o["tokens_max"] = num(s.tokensMax());
+      }
+      o["dropped"] = num(s.dropped);
+      o["overload"] = num(s.overload);
+      o["entropy"] = num(s.entropy);
+      o["aux"] = num(s.aux);
+      all.push_back(std::move(o));
+    }
+    (*logRecord_)[name] = std::move(all);
+  }
+  double dropped = 0, overload = 0;
+  for (const MoeLayerStats& s : layers) {
+    dropped += s.dropped / (double)layers.size();
+    overload = std::max(overload, s.overload);
+  }
+  char text[64];
+  std::snprintf(text, sizeof text, "drop %.1f%% over %.2f", 100.0 * dropped, overload);
+  lineMetric(name, text);
 }
 
 void Progress::clear() {

@@ -1,5 +1,5 @@
 // What a run shows and logs of its training (rank 0): the progress line
-// on stderr (step, loss, the metrics log_metric gave, tokens/s, ETA; in
+// on stderr (step, loss, the metrics log_metric and log_moe gave, tokens/s, ETA; in
 // place on a terminal, every tenth of the loop otherwise) and, with --log,
 // one JSON line per training step.
 #pragma once
@@ -15,6 +15,23 @@
 #include "backend/Tensor.h"
 
 namespace gsl::runtime {
+
+// The telemetry of one MoE layer, as stdlib/moe.gsl's moe_stats lays it
+// out (docs/moe.md, "Telemetry"): E tokens-per-expert counts, then
+// kMoeStats numbers.
+struct MoeLayerStats {
+  std::vector<double> tokens;  // the assignments each expert took, over the batch
+  double dropped = 0, overload = 0, entropy = 0, aux = 0;
+  double tokensMin() const;
+  double tokensMean() const;
+  double tokensMax() const;
+};
+inline constexpr int64_t kMoeStats = 4;  // stdlib/moe.gsl's MOE_STATS
+// The layers of `v`, f32[E + kMoeStats] (one layer) or f32[L, E + kMoeStats].
+std::vector<MoeLayerStats> moeLayers(const backend::Tensor& v);
+// At most this many experts: the --log record has every expert's count;
+// more: their min, mean and max.
+inline constexpr size_t kMoeTokensListed = 16;
 
 class Progress {
  public:
@@ -46,6 +63,11 @@ class Progress {
   // log_metric(name, value): into the last step's --log record and the
   // progress line (from the next step's line on).
   void metric(const std::string& name, const backend::Tensor& v);
+  // log_moe(name, stats): the MoE layers' telemetry (moeLayers) into the
+  // last step's --log record (`name`: one object per layer) and, summed
+  // up, the progress line (`name drop 3.1% over 1.42`: the mean dropped
+  // fraction over the layers, the largest overload factor).
+  void moe(const std::string& name, const std::vector<MoeLayerStats>& layers);
 
   // Writes the --log record of the last step (when the next step starts
   // or the run ends).
@@ -87,6 +109,8 @@ class Progress {
   // the order they were first logged (the progress line).
   std::optional<nlohmann::ordered_json> logRecord_;
   std::vector<Metric> metrics_;
+  // Shows `text` as metric `name` on the progress line.
+  void lineMetric(const std::string& name, const std::string& text);
 };
 
 }  // namespace gsl::runtime

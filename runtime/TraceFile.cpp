@@ -96,6 +96,18 @@ std::string rankTraceEvents(int rank, const trace::Recorder& rec, int64_t origin
     events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"ts", 0}, {"pid", rank}, {"tid", tid},
                       {"args", {{"name", name}}}});
     for (const trace::Event& e : r.events) {
+      if (e.counter) {  // "ph": "C": one series per value (Perfetto: a track "name key" each)
+        json values = json::object();
+        for (const auto& [k, v] : e.values) values[k] = v;
+        events.push_back({{"name", e.name},
+                          {"cat", e.cat},
+                          {"ph", "C"},
+                          {"ts", (double)(e.startNs - originNs) / 1000.0},
+                          {"pid", rank},
+                          {"tid", tid},
+                          {"args", std::move(values)}});
+        continue;
+      }
       json args = json::object();
       for (const auto& [k, v] : e.args) std::visit([&, &k = k](const auto& x) { args[k] = x; }, v);
       json ev = {{"name", e.name},

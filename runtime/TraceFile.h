@@ -6,7 +6,8 @@
 // Each rank is a process (pid = rank) with one thread (tid 0), named by
 // metadata events ("ph": "M"); its events are complete events ("ph": "X",
 // ts and dur in microseconds from the start of the run) of the categories
-// compile, function, collective and wait. The compile-ahead threads of a
+// compile, function, collective and wait, and counter events ("ph": "C",
+// category moe: log_moe's telemetry, rank 0 only). The compile-ahead threads of a
 // process (runtime/CompileAhead.h) are further threads (tid 1, 2, ...) of its
 // first rank. Under MPI, rank 0 gathers the other ranks' events and writes the
 // one file.

@@ -92,7 +92,9 @@ StepResult trainingStep(RankModel& model, const frontend::HostLeaf& l, const std
   for (size_t i = 0; i < tr.params.size(); ++i) model.params[tr.params[i]] = res[1 + i];
   for (size_t i = 0; i < tr.states.size(); ++i) stateOf[i]->local = res[1 + tr.params.size() + i];
   progress.stepDone(t, res[0].item(), tokens, examples);
-  return {{res[0], f.resultShardings[0]}, t};
+  StepResult r{{res[0], f.resultShardings[0]}, t, {}};
+  for (size_t k = res.size() - tr.aux; k < res.size(); ++k) r.aux.push_back({res[k], f.resultShardings[k]});
+  return r;
 }
 
 void traceSchedule(trace::Scope& traced, const RankModel& model, const ir::Function& f) {

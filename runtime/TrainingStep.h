@@ -16,6 +16,7 @@ namespace gsl::runtime {
 struct StepResult {
   HostValue loss;    // lying as the step's first result
   int64_t step = 0;  // the optimizer's step number t (from 1, continued by --resume)
+  std::vector<HostValue> aux;  // the loss function's auxiliary outputs (ir::TrainRequest::aux), as they lie
 };
 
 // The step of leaf `l` (HostLeaf::Minimize) on its thunk's inputs

@@ -18,12 +18,16 @@ namespace gsl::trace {
 
 using Arg = std::variant<int64_t, std::string, std::vector<std::string>>;
 
-// A complete event: [startNs, startNs + durNs) on the steady clock.
+// A complete event: [startNs, startNs + durNs) on the steady clock; or,
+// with `counter`, a counter event ("ph": "C") at startNs whose series are
+// `values` (MoE telemetry, runtime/HostRunner.cpp).
 struct Event {
-  std::string cat;   // "compile", "function", "collective", "wait"
+  std::string cat;   // "compile", "function", "collective", "wait"; counters: "moe"
   std::string name;
   int64_t startNs = 0, durNs = 0;
   std::vector<std::pair<std::string, Arg>> args;
+  bool counter = false;
+  std::vector<std::pair<std::string, double>> values;  // a counter's series, in order
 };
 
 // One rank's events, in the order their scopes ended. Used by one thread.
@@ -76,6 +80,19 @@ inline void record(std::string_view cat, std::string_view name, int64_t startNs,
   e.name = name;
   e.startNs = startNs;
   e.durNs = endNs - startNs;
+  current->events.push_back(std::move(e));
+}
+
+// Records a counter event (the values of some series now) into the current
+// recorder, if any.
+inline void counter(std::string_view cat, std::string_view name, std::vector<std::pair<std::string, double>> values) {
+  if (!current) return;
+  Event e;
+  e.cat = cat;
+  e.name = name;
+  e.startNs = nowNs();
+  e.counter = true;
+  e.values = std::move(values);
   current->events.push_back(std::move(e));
 }
 

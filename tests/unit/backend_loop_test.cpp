@@ -475,6 +475,47 @@ TEST_CASE("loop gradients: reverse loops, unused outputs, a stacked input read w
     }
 }
 
+TEST_CASE("loop gradients: a carried value the loss never reads gets no adjoint carry") {
+  // Body: (i, h: f32[3], s: f32, w: f32[4, 3]) ->
+  //   (h' = tanh(h * w[i] (+ 0.1 s when `feeds`)), s' = s + sum(h' * h'))
+  // The loss reads only the final h; the final s is returned beside it
+  // (telemetry, as opt.minimize's aux outputs). Without `feeds` nothing
+  // the loss reads depends on s: the backward loop carries h's adjoint
+  // only. With `feeds`, h depends on s, so s's adjoint is carried too.
+  auto build = [](bool feeds) {
+    auto f = std::make_unique<ir::Function>();
+    f->name = "g";
+    Value* x = f->addArg(TensorType{DType::F32, {3}});
+    Value* w = f->addArg(TensorType{DType::F32, {4, 3}});
+    auto body = std::make_unique<ir::Function>();
+    ir::Function& B = *body;
+    Value* i = B.addArg(TensorType{DType::I32, {}});
+    Value* h = B.addArg(x->type);
+    Value* sv = B.addArg(TensorType{DType::F32, {}});
+    Value* wb = B.addArg(w->type);
+    Value* pre = op(B, OpKind::Mul, {h, op(B, OpKind::DynamicIndex, {wb, i})});
+    if (feeds) pre = op(B, OpKind::Add, {pre, op(B, OpKind::Mul, {sv, constant(B, 0.1)})});
+    Value* h2 = op(B, OpKind::Tanh, {pre});
+    B.results = {h2, op(B, OpKind::Add, {sv, sumAll(B, op(B, OpKind::Mul, {h2, h2}))})};
+    ir::Op* lp = loop(*f, {x, constant(*f, 0.5), w}, 2, 4, std::move(body));
+    f->results = {sumAll(*f, op(*f, OpKind::Mul, {lp->results[0], lp->results[0]})), lp->results[1]};
+    return f;
+  };
+  std::vector<Tensor> args = {rnd({3}, -1, 1, 21), rnd({4, 3}, -1.5, 1.5, 22)};
+  for (bool feeds : {false, true}) {
+    CAPTURE(feeds);
+    auto f = build(feeds);
+    checkArgGradients(*f, args);
+    const ir::Op* back = nullptr;
+    for (auto& o : f->ops)
+      if (o->kind == OpKind::Loop) back = o.get();
+    REQUIRE(back);
+    ir::LoopInfo li(*back);
+    CHECK(li.carried == (feeds ? 2 : 1));  // h's adjoint (and s's)
+    CHECK(li.outputs == 1);                // w's rows
+  }
+}
+
 TEST_CASE("gradients of dynamic_index and dynamic_update") {
   // loss = sum(tanh(dynamic_update(x, u * dynamic_index(x, 2), 1)) * k)
   ir::Function f;
