@@ -118,4 +118,28 @@ std::unique_ptr<Function> Function::clone() const {
   return f;
 }
 
+std::optional<double> scalarConstant(const Value* v) {
+  if (!v->def || v->type.rank() != 0) return std::nullopt;
+  const Op& op = *v->def;
+  switch (op.kind) {
+    case OpKind::Constant: {
+      const Attr* a = op.attrs.get("value");
+      if (!a) return std::nullopt;
+      if (auto* b = std::get_if<bool>(a)) return *b ? 1.0 : 0.0;
+      if (auto* i = std::get_if<int64_t>(a)) return (double)*i;
+      if (auto* d = std::get_if<double>(a)) return *d;
+      return std::nullopt;
+    }
+    case OpKind::Eq: case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge: {
+      auto a = scalarConstant(op.operands[0]), b = scalarConstant(op.operands[1]);
+      if (!a || !b) return std::nullopt;
+      OpKind k = op.kind;
+      bool r = k == OpKind::Eq ? *a == *b : k == OpKind::Ne ? *a != *b : k == OpKind::Lt ? *a < *b
+             : k == OpKind::Le ? *a <= *b : k == OpKind::Gt ? *a > *b : *a >= *b;
+      return r ? 1.0 : 0.0;
+    }
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace gsl::ir

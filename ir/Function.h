@@ -101,4 +101,10 @@ struct Function {
   int nextId_ = 0;
 };
 
+// What a compile-time constant decides: the value of a scalar `constant`
+// op (bool, int or float attribute; a bool as 1 or 0), or of a comparison
+// of two such (`DENSE == 1` before the simplifier folds it); none
+// otherwise. Read by the simplifier and by `where`'s gradient rule.
+std::optional<double> scalarConstant(const Value* v);
+
 }  // namespace gsl::ir

@@ -317,10 +317,18 @@ void gradMinimum(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og
   selectRule(b, op, g, og, OpKind::Le);
 }
 
-// where(c, x, y): g to x where c holds, to y elsewhere; none to c.
+// where(c, x, y): g to x where c holds, to y elsewhere; none to c. A
+// compile-time constant c (`where(DENSE == 1, dense, moe)`) gives all of g
+// to the branch it picks and none to the other, so the other's backward
+// pass is never built.
 void gradWhere(GradBuilder& b, const Op& op, Value* g, std::vector<Value*>& og) {
   start(op, og);
   Value *c = op.operands[0], *x = op.operands[1], *y = op.operands[2];
+  if (auto k = scalarConstant(c)) {
+    int picked = *k != 0 ? 1 : 2;
+    if (b.wants(picked)) og[picked] = b.sumTo(g, op.operands[picked]->type.shape);
+    return;
+  }
   Value* zero = b.constant(0.0, g->type.dtype);
   if (b.wants(1)) og[1] = b.sumTo(b.where(c, g, zero), x->type.shape);
   if (b.wants(2)) og[2] = b.sumTo(b.where(c, zero, g), y->type.shape);

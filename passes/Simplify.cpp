@@ -53,17 +53,6 @@ CseKey keyOf(const ir::Op& op) {
   return k;
 }
 
-// The value of a scalar `constant` op (bool, int or float attribute).
-std::optional<double> constantValue(const ir::Value* v) {
-  if (!v->def || v->def->kind != ir::OpKind::Constant || v->type.rank() != 0) return std::nullopt;
-  const ir::Attr* a = v->def->attrs.get("value");
-  if (!a) return std::nullopt;
-  if (auto* b = std::get_if<bool>(a)) return *b ? 1.0 : 0.0;
-  if (auto* i = std::get_if<int64_t>(a)) return (double)*i;
-  if (auto* d = std::get_if<double>(a)) return *d;
-  return std::nullopt;
-}
-
 // Folds what a compile-time constant decides: a comparison of two scalar
 // constants becomes a constant, and `where` with a constant condition is
 // the branch it picks (when that branch already has the result's type), so
@@ -74,18 +63,16 @@ ir::Value* fold(ir::Op& op) {
   using K = ir::OpKind;
   switch (op.kind) {
     case K::Eq: case K::Ne: case K::Lt: case K::Le: case K::Gt: case K::Ge: {
-      auto a = constantValue(op.operands[0]), b = constantValue(op.operands[1]);
-      if (!a || !b || op.result->type.rank() != 0) return nullptr;
-      bool r = op.kind == K::Eq ? *a == *b : op.kind == K::Ne ? *a != *b : op.kind == K::Lt ? *a < *b
-             : op.kind == K::Le ? *a <= *b : op.kind == K::Gt ? *a > *b : *a >= *b;
+      auto r = ir::scalarConstant(op.result);
+      if (!r) return nullptr;
       op.kind = K::Constant;
       op.operands.clear();
       op.attrs = ir::AttrMap();
-      op.attrs.set("value", r);
+      op.attrs.set("value", *r != 0);
       return nullptr;  // op itself is now the constant
     }
     case K::Where: {
-      auto c = constantValue(op.operands[0]);
+      auto c = ir::scalarConstant(op.operands[0]);
       if (!c) return nullptr;
       ir::Value* pick = *c != 0 ? op.operands[1] : op.operands[2];
       if (pick->type != op.result->type || pick->sharding != op.result->sharding) return nullptr;
