@@ -130,9 +130,13 @@ def main():
         print(f"{label(k):<24}" + "".join(f"{d[s]:8.4f}" if d.get(s) is not None else f"{'-':>8}" for s in show))
     print()
     print(f"target: the dense model's final validation loss (median of {len(dense)} seeds) = {target:.4f}")
-    print(f"{'setting':<24}{'seeds':>6}{'final val':>10}{'vs dense':>9}{'steps to':>9}{'ratio':>7}"
+    print("final val, vs dense, steps to (the target), ratio (steps to / steps): medians over the seeds;")
+    print("lower: the seeds whose final val is below the dense run's of the same seed (same data order);")
+    print("ms/step, x dense, tokens/s: from these runs' logs, as they ran (bench/moe_step_time.sh times")
+    print("alternating pairs); dropped: the mean over the steps and the MoE layers, then over the last 20%")
+    print(f"{'setting':<24}{'seeds':>6}{'final val':>10}{'vs dense':>9}{'lower':>6}{'steps to':>9}{'ratio':>7}"
           f"{'ms/step':>9}{'x dense':>8}{'tokens/s':>9}{'dropped':>9}{'last 20%':>9}")
-    rows = []
+    rows, prows = [], []
     for k in keys:
         rs = runs[k]
         fin = median([r["final"] for r in rs.values()])
@@ -144,10 +148,25 @@ def main():
         drop = median([r["drop"] for r in rs.values()])
         tail = median([r["drop_tail"] for r in rs.values()])
         rows.append((k, fin, st))
+        lower = sum(1 for seed, r in rs.items() if seed in dense and r["final"] < dense[seed]["final"])
+        paired = sum(1 for seed in rs if seed in dense)
+        # paired: each seed against the dense run of the same seed (same batches)
+        pdiff = median([r["final"] - dense[seed]["final"] for seed, r in rs.items() if seed in dense])
+        pst = statistics.median([(lambda x: x if x is not None else math.inf)(steps_to(r["val"], dense[seed]["final"]))
+                                 for seed, r in rs.items() if seed in dense] or [math.inf])
+        prows.append((k, pdiff, pst))
         print(f"{label(k):<24}{len(rs):>6}{fin:10.4f}{fin - target:+9.4f}"
+              + (f"{lower:>4}/{paired}" if k[0] != "dense" else f"{'':>6}")
               + (f"{st:9.0f}{st / steps:7.2f}" if math.isfinite(st) else f"{'-':>9}{'-':>7}")
               + f"{1000 * step_s:9.2f}{step_s / dense_step:8.2f}{tok / step_s:9.0f}"
               + (f"{100 * drop:8.1f}%{100 * tail:8.1f}%" if drop is not None else f"{'-':>9}{'-':>9}"))
+    print()
+    print("paired by seed (each seed's MoE run against the dense run of the same seed; medians over the seeds):")
+    print(f"{'setting':<24}{'final - dense':>14}{'steps to dense final':>22}{'ratio':>7}")
+    for k, d, st in prows:
+        if k[0] == "dense":
+            continue
+        print(f"{label(k):<24}{d:+14.4f}" + (f"{st:22.0f}{st / steps:7.2f}" if math.isfinite(st) else f"{'-':>22}{'-':>7}"))
     moe = [r for r in rows if r[0][0] != "dense"]
     if moe:
         best = min(moe, key=lambda r: r[1])
@@ -173,29 +192,32 @@ def main():
                     f.write(f"{s} {v:.6f}\n")
             f.write("\n\n")
     if shutil.which("gnuplot"):
-        plot(out, keys, curves, cfg, steps, target)
+        plot(out, keys, curves, cfg, steps, target, "svg")
+        if os.environ.get("MOE_QUALITY_PNG"):  # a preview of the same figure
+            plot(out, keys, curves, cfg, steps, target, "png")
     else:
         print("(no gnuplot: no figure; `apt-get install gnuplot-nox`)")
     return 0
 
 
-def plot(out, keys, curves, cfg, steps, target):
+def plot(out, keys, curves, cfg, steps, target, kind):
     index = {k: i for i, k in enumerate(keys)}
     routings = [r for r in ("top2", "switch", "ec") if any(k[0] == r for k in keys)]
     es = sorted({k[1] for k in keys if k[0] != "dense"})
     cfs = sorted({k[2] for k in keys if k[0] != "dense"}, key=float)
     names = {"top2": "GShard top-2", "switch": "Switch top-1", "ec": "expert choice"}
     colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"]
-    vals = [v for k in keys for s, v in curves[k] if v is not None and s >= steps // 4]
+    vals = [v for k in keys for s, v in curves[k] if v is not None and s >= steps // 3]
     lo, hi = min(vals), max(vals)
     pad = 0.05 * (hi - lo)
-    svg = os.path.join(out, "moe_quality.svg")
+    svg = os.path.join(out, "moe_quality." + kind)
     rows, cols = len(routings), len(es)
-    g = [f"set terminal svg size {330 * cols + 40},{260 * rows + 60} font 'sans,11' background '#ffffff'",
+    terminal = "svg" if kind == "svg" else "pngcairo"
+    g = [f"set terminal {terminal} size {330 * cols + 40},{260 * rows + 60} font 'sans,11' background '#ffffff'",
          f"set output '{svg}'",
          f"set multiplot layout {rows},{cols} title \"Validation loss (nats/byte, median of seeds {cfg['seeds']}), "
          f"byte-level LM on fortunes, equal FLOPs per token, -np {cfg['np']}\"",
-         f"set xrange [{steps // 4}:{steps}]", f"set yrange [{lo - pad:.4f}:{hi + pad:.4f}]",
+         f"set xrange [{steps // 3}:{steps}]", f"set yrange [{lo - pad:.4f}:{hi + pad:.4f}]",
          "set grid", "set key top right font ',9'", "set xlabel 'step' offset 0,0.5", "set ylabel 'val loss' offset 1.5,0",
          "set tics font ',9'"]
     dat = os.path.join(out, "curves.dat")
