@@ -9,14 +9,16 @@ EXAMPLE  ?= examples/moe.gsl
 EXAMPLE_NP ?= 8
 
 # Debian 12 packages the project needs (build, tests, tools; fortunes, with
-# fortunes-min, is the English text examples/char_lm.gsl trains on: 43
-# files, 2,576,674 bytes under /usr/share/games/fortunes). npm (editor
+# fortunes-min, is the English text examples/char_lm.gsl and
+# examples/moe.gsl train on: 43 files, 2,576,674 bytes under
+# /usr/share/games/fortunes; gnuplot-nox draws bench/moe_quality.sh's
+# figure). npm (editor
 # tests) is installed only when no npm is on PATH: some images ship a
 # nodejs that bundles npm and conflicts with Debian's npm package.
 PACKAGES := cmake g++ make default-jre-headless antlr4 libantlr4-runtime-dev \
             llvm-19-dev llvm-19-tools clang-19 libclang-rt-19-dev libeigen3-dev libopenmpi-dev openmpi-bin \
             libcli11-dev doctest-dev nlohmann-json3-dev libedit-dev zlib1g-dev libzstd-dev vim tmux nodejs \
-            iproute2 util-linux python3-numpy time fortunes
+            iproute2 util-linux python3-numpy time fortunes gnuplot-nox
 
 .PHONY: all deps configure build run test clean
 
@@ -112,6 +114,9 @@ test-asan: deps
 	  exit $$rc
 
 # Benchmarks (bench/): each prints its ratio against a reference measured in the same run.
+# The MoE quality bench runs one seed of one E and capacity factor here (a
+# few minutes); the full grid (docs/moe.md, "Quality at equal FLOPs") is
+# `bench/moe_quality.sh build/gsl OUT_DIR` with its defaults (about 40 minutes).
 # Their own packages (not needed by the tests): PyTorch, the reference of
 # bench/first_step.sh; bc for its arithmetic; OpenBLAS, bench_jit's GEMM
 # reference (the library NumPy calls).
@@ -127,7 +132,8 @@ bench: build bench-deps
 	$(BUILD)/bench/bench_train_step
 	$(BUILD)/bench/bench_jit
 	$(BUILD)/bench/bench_moe
-	bench/moe_vs_dense.sh $(BUILD)/gsl
+	SEEDS=0 ES=8 CFS=1.25 bench/moe_quality.sh $(BUILD)/gsl $(BUILD)/moe_quality
+	SETTINGS="top2:16:1.25 switch:16:1.25 ec:16:1.25" bench/moe_step_time.sh $(BUILD)/gsl 1 3
 	bench/first_step.sh $(BUILD)/gsl
 	bench/update_sharding.sh $(BUILD) 3
 	bench/run_mpi_bench.sh $(BUILD)/bench/bench_collectives_mpi

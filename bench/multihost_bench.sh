@@ -45,7 +45,7 @@ step_time() {
     END { if (NR < 2) { print "nan"; exit } printf "%.4f", (e[NR] - e[1]) / (NR - 1) }' "$1"
 }
 ENGINE=${GSL_BENCH_ENGINE:-interp}  # jit: each rank compiles for long on a small machine
-MOE="$SRC/examples/moe.gsl -np 4 --engine $ENGINE --no-progress -D STEPS=$STEPS -D EVERY=$STEPS"
+MOE="$SRC/examples/moe.gsl -np 4 --engine $ENGINE --no-progress -D STEPS=$STEPS -D EVERY=$STEPS -D EVAL_BATCHES=1"
 echo "== examples/moe.gsl, -np 4, $STEPS steps (default sizes, engine $ENGINE)"
 (cd "$T" && "$GSL" run $MOE --mpi --log one.jsonl > one.txt < /dev/null) || exit 1
 one=$(step_time "$T/one.jsonl")

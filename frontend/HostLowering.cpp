@@ -464,7 +464,8 @@ void Sema::lowerHostStmt(const ast::Stmt& s, std::vector<HostStmt>& out) {
     case ast::StmtKind::Expr: {
       const ast::Expr& x = *s.exprs[0];
       auto hb = x.kind == ast::ExprKind::Call ? hostBuiltin(x.text) : std::nullopt;
-      if (hb == HostBuiltin::Print || hb == HostBuiltin::Save || hb == HostBuiltin::SaveCheckpoint ||
+      if (hb == HostBuiltin::Print || hb == HostBuiltin::PrintText || hb == HostBuiltin::Save ||
+          hb == HostBuiltin::SaveCheckpoint ||
           hb == HostBuiltin::LoadCheckpoint || hb == HostBuiltin::LogMetric || hb == HostBuiltin::LogMoe) {
         if (!lowerHostCallStmt(x, *hb, h)) return;
         break;
@@ -490,10 +491,11 @@ void Sema::lowerHostStmt(const ast::Stmt& s, std::vector<HostStmt>& out) {
 bool Sema::lowerHostCallStmt(const ast::Expr& x, HostBuiltin b, HostStmt& h) {
   switch (b) {
     case HostBuiltin::Print:
+    case HostBuiltin::PrintText:
       h.kind = HostStmt::Print;
       for (const auto& a : x.args) {
         if (!a.keyword.empty()) {
-          err(a.loc, "print takes no keyword arguments");
+          err(a.loc, std::string(hostBuiltinName(b)) + " takes no keyword arguments");
           return false;
         }
         HostStmt::PrintArg pa;
@@ -502,6 +504,15 @@ bool Sema::lowerHostCallStmt(const ast::Expr& x, HostBuiltin b, HostStmt& h) {
         } else {
           Thunk t;
           if (!makeThunk(*a.value, t)) return false;
+          if (b == HostBuiltin::PrintText) {
+            if (t.fn->results.size() != 1 || t.fn->results[0]->type.dtype != DType::I32) {
+              err(a.value->loc, "print_text writes i32 tensors of byte values (0..255) as text; this argument is " +
+                                    (t.fn->results.size() != 1 ? std::to_string(t.fn->results.size()) + " values"
+                                                               : t.fn->results[0]->type.str()));
+              return false;
+            }
+            pa.bytes = true;
+          }
           pa.value = t;
         }
         h.printArgs.push_back(std::move(pa));
@@ -598,6 +609,7 @@ EV Sema::lowerHostBuiltinCall(Ctx& c, const ast::Expr& e, HostBuiltin b) {
   const std::string& name = e.text;
   switch (b) {
     case HostBuiltin::Print:
+    case HostBuiltin::PrintText:
     case HostBuiltin::Save:
     case HostBuiltin::SaveCheckpoint:
     case HostBuiltin::LoadCheckpoint:

@@ -53,7 +53,7 @@ struct HostStmt {
     Assign,  // names[0] = value (existing variable, same type)
     For,     // for names[0] in lo..hi { body }
     If,      // if cond { body } else { elseBody }
-    Print,   // print(args): strings and thunks
+    Print,   // print(args): strings and thunks (print_text(args): the same, i32 tensors as bytes)
     Save,    // save(path, value)
     Eval,    // evaluate value, discard (a call for its effects)
     SaveCheckpoint,  // save_checkpoint(path[, optimizer=false]): params and optimizer states
@@ -68,6 +68,7 @@ struct HostStmt {
   struct PrintArg {
     std::string text;              // a string argument, or
     std::optional<Thunk> value;    // a tensor argument
+    bool bytes = false;            // print_text: the i32 tensor's elements written as the bytes they are
   };
   std::vector<PrintArg> printArgs;
   std::string path;  // Save, SaveCheckpoint, LoadCheckpoint

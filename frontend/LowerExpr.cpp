@@ -331,7 +331,7 @@ std::string Sema::unknownFunctionMessage(const std::string& name) const {
 void Sema::reportExprStatement(Ctx& c, const ast::Stmt& s, const char* use) {
   const ast::Expr& x = *s.exprs[0];
   auto hb = x.kind == ast::ExprKind::Call ? hostBuiltin(x.text) : std::nullopt;
-  if (hb == HostBuiltin::Print || hb == HostBuiltin::Save)
+  if (hb == HostBuiltin::Print || hb == HostBuiltin::PrintText || hb == HostBuiltin::Save)
     err(c, s.loc, x.text + "(...) is only allowed in fn main");
   else if (isUnknownCallee(x))
     err(c, x.loc, unknownFunctionMessage(x.text));

@@ -57,7 +57,7 @@ SourceLoc startLoc(const ast::Expr& e) {
 }
 
 // Host builtins, in HostBuiltin order (alphabetical).
-const std::array<const char*, (size_t)HostBuiltin::Count> kHostBuiltins = {"batch", "evaluate", "exists", "grad", "load", "load_checkpoint", "log_metric", "log_moe", "print", "save", "save_checkpoint", "start_step"};
+const std::array<const char*, (size_t)HostBuiltin::Count> kHostBuiltins = {"batch", "evaluate", "exists", "grad", "load", "load_checkpoint", "log_metric", "log_moe", "print", "print_text", "save", "save_checkpoint", "start_step"};
 const std::set<std::string> kInitializers = {"zeros", "ones", "normal", "uniform", "glorot"};
 
 std::optional<HostBuiltin> hostBuiltin(const std::string& name) {

@@ -53,7 +53,7 @@ struct EV {
 
 // The builtins of the host script (fn main), as opposed to the tensor
 // builtins of the op table. In alphabetical order, as kHostBuiltins.
-enum class HostBuiltin { Batch, Evaluate, Exists, Grad, Load, LoadCheckpoint, LogMetric, LogMoe, Print, Save, SaveCheckpoint, StartStep, Count };
+enum class HostBuiltin { Batch, Evaluate, Exists, Grad, Load, LoadCheckpoint, LogMetric, LogMoe, Print, PrintText, Save, SaveCheckpoint, StartStep, Count };
 std::optional<HostBuiltin> hostBuiltin(const std::string& name);  // Sema.cpp
 const char* hostBuiltinName(HostBuiltin b);
 std::vector<std::string> hostBuiltinNames();

@@ -5,6 +5,7 @@
 #include "runtime/HostRunner.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -261,7 +262,28 @@ class RankRunner : public HostWalker<HostValue> {
     for (size_t i = 0; i < s.printArgs.size(); ++i) {
       if (i) line += " ";
       const auto& a = s.printArgs[i];
-      line += a.value ? whole(*a.value).str() : a.text;
+      if (!a.value) {
+        line += a.text;
+      } else if (a.bytes) {
+        // print_text: the elements, in C order, as the bytes they are; a
+        // control byte other than newline and tab as \xNN.
+        Tensor t = whole(*a.value);
+        const int32_t* v = t.i32();
+        for (int64_t k = 0; k < t.size(); ++k) {
+          if (v[k] < 0 || v[k] > 255)
+            throw RankError(s.loc, "print_text: element " + std::to_string(k) + " is " + std::to_string(v[k]) +
+                                       ", not a byte (0..255)");
+          if ((v[k] < 32 && v[k] != '\n' && v[k] != '\t') || v[k] == 127) {
+            char esc[8];
+            std::snprintf(esc, sizeof esc, "\\x%02x", (unsigned)v[k]);
+            line += esc;
+          } else {
+            line += (char)v[k];
+          }
+        }
+      } else {
+        line += whole(*a.value).str();
+      }
     }
     if (rank_ == 0) {
       progress_.clear();

@@ -89,8 +89,8 @@ threads $EQ > "$T/want_eq.txt" 2> "$T/err_eq_threads.txt" || fail "thread run of
 two_hosts . $EQ > "$T/eq.txt" 2> "$T/err_eq.txt" || fail "two-host run of mlp.gsl"
 check_same "$T/want_eq.txt" "$T/eq.txt" "tests/sharding/mlp.gsl -np 4 (2 ranks per host)"
 
-MOE="$SRC/examples/moe.gsl -np 4 --engine interp --no-progress -D B=8 -D S=4 -D V=8 -D D=8 -D NH=2 -D HD=4 -D H=16
-     -D STEPS=3 -D EVERY=1"
+MOE="$SRC/examples/moe.gsl -np 4 --engine interp --no-progress -D B=8 -D S=4 -D D=8 -D NH=2 -D HD=4 -D H=16
+     -D STEPS=3 -D EVERY=1 -D EVAL_BATCHES=1"
 threads $MOE > "$T/want_moe.txt" 2> "$T/err_moe_threads.txt" || fail "thread run of moe.gsl"
 two_hosts . $MOE > "$T/moe.txt" 2> "$T/err_moe.txt" || fail "two-host run of moe.gsl"
 check_same "$T/want_moe.txt" "$T/moe.txt" "examples/moe.gsl -np 4 (2 ranks per host)"

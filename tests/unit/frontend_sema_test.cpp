@@ -19,8 +19,8 @@ TEST_CASE("sema: every host builtin reads back from its name, and nothing else i
     REQUIRE(back.has_value());
     CHECK(*back == b);
   }
-  CHECK(names == std::set<std::string>{"batch", "evaluate", "exists", "grad", "load", "load_checkpoint", "log_metric", "log_moe", "print", "save", "save_checkpoint",
-                                       "start_step"});
+  CHECK(names == std::set<std::string>{"batch", "evaluate", "exists", "grad", "load", "load_checkpoint", "log_metric",
+                                       "log_moe", "print", "print_text", "save", "save_checkpoint", "start_step"});
   CHECK(sema::hostBuiltinNames() == std::vector<std::string>(names.begin(), names.end()));  // alphabetical
   CHECK_FALSE(sema::hostBuiltin("matmul").has_value());  // an op-table builtin
   CHECK_FALSE(sema::hostBuiltin("Print").has_value());

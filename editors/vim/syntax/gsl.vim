@@ -53,7 +53,7 @@ syn keyword gslBuiltin      reshape transpose concat slice broadcast one_hot tak
 " Host-script builtins (fn main): kHostBuiltins of frontend/Sema.cpp. `batch` is
 " a match (below), not a keyword, so that the keyword argument of
 " copy_task(batch=B, ...) stays plain.
-syn keyword gslHostBuiltin  print save load exists grad start_step save_checkpoint load_checkpoint log_metric log_moe evaluate
+syn keyword gslHostBuiltin  print print_text save load exists grad start_step save_checkpoint load_checkpoint log_metric log_moe evaluate
 " Param initialisers.
 syn keyword gslInitializer  zeros ones normal uniform glorot
 " Constructors of optimizer and dataset declarations.
