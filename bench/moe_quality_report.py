@@ -45,6 +45,8 @@ def read_run(path):
     val = [(r["step"], r["val_loss"]) for r in recs if "val_loss" in r]
     el = [(r["step"], r["elapsed_s"]) for r in recs]
     diffs = [b[1] - a[1] for a, b in zip(el, el[1:]) if a[0] >= WARM and b[0] == a[0] + 1]
+    if not diffs:  # a run shorter than the warm-up: every step after the first
+        diffs = [b[1] - a[1] for a, b in zip(el, el[1:]) if a[0] >= 1 and b[0] == a[0] + 1]
     last = recs[-1]
     steps_run = len(recs)
     tokens = round(last["tokens_per_s"] * last["elapsed_s"] / steps_run) if steps_run else 0
