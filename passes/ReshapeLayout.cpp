@@ -18,9 +18,9 @@ int64_t axesProduct(const Module& m, const std::string& mesh, const Axes& axes) 
 
 }  // namespace
 
-std::optional<std::map<std::string, int64_t>> contiguousLayout(const Module& m, const Shape& shape,
+std::optional<std::map<Symbol, int64_t>> contiguousLayout(const Module& m, const Shape& shape,
                                                                const Sharding& s) {
-  std::map<std::string, int64_t> w;
+  std::map<Symbol, int64_t> w;
   if (s.mesh.empty() || !m.findMesh(s.mesh)) return w;
   int last = -1, padded = -1;
   for (int d = 0; d < (int)shape.size(); ++d)
@@ -57,7 +57,7 @@ std::optional<Sharding> sameLayoutSharding(const Module& m, const Shape& from, c
   if (!w || w->empty()) return std::nullopt;
   // The axes, major (largest weight) first, dealt to the dims of `to` from
   // the major end: a dim takes axes while they divide what is left of it.
-  std::vector<std::pair<int64_t, std::string>> axes;
+  std::vector<std::pair<int64_t, Symbol>> axes;
   for (auto& [a, wt] : *w) axes.push_back({wt, a});
   std::sort(axes.begin(), axes.end(), [](auto& x, auto& y) { return x.first > y.first; });
   Sharding r = Sharding::replicated(s.mesh, (int)to.size());
@@ -65,9 +65,9 @@ std::optional<Sharding> sameLayoutSharding(const Module& m, const Shape& from, c
   for (size_t d = 0; d < to.size() && k < axes.size(); ++d) {
     int64_t left = to[d];
     while (k < axes.size()) {
-      int64_t n = axesProduct(m, s.mesh, {Symbol(axes[k].second)});
+      int64_t n = axesProduct(m, s.mesh, {axes[k].second});
       if (left % n != 0) break;
-      r.dims[d].emplace_back(axes[k].second);
+      r.dims[d].push_back(axes[k].second);
       left /= n;
       ++k;
     }
@@ -80,7 +80,7 @@ std::optional<Sharding> sameLayoutSharding(const Module& m, const Shape& from, c
     size_t d = 0;
     while (d < to.size() && to[d] == 1) ++d;
     if (d == to.size()) return std::nullopt;
-    for (auto& [wt, a] : axes) r.dims[d].emplace_back(a);
+    for (auto& [wt, a] : axes) r.dims[d].push_back(a);
   }
   auto rw = contiguousLayout(m, to, r);
   if (!rw || *rw != *w) return std::nullopt;

@@ -20,7 +20,7 @@ namespace gsl::passes {
 // when every block is one contiguous range: the dims before the last split
 // one have blocks of one element, the dims after it are not split. nullopt
 // when the blocks are not contiguous. An unsplit `s` gives an empty map.
-std::optional<std::map<std::string, int64_t>> contiguousLayout(const ir::Module& m, const ir::Shape& shape,
+std::optional<std::map<Symbol, int64_t>> contiguousLayout(const ir::Module& m, const ir::Shape& shape,
                                                                const ir::Sharding& s);
 
 // A sharding of `to` (same element count as `from`) under which every rank

@@ -44,10 +44,7 @@ struct Choice {
   std::vector<std::vector<std::string>> dims;
   // " @shard(MESH, [...])" as written after the site's type ("" for none).
   std::string text(const std::string& mesh) const {
-    if (none) return "";
-    ir::Sharding s{Symbol(mesh), {}, {}};
-    for (const auto& d : dims) s.dims.push_back(ir::axesOf(d));
-    return " " + s.str();
+    return none ? "" : " " + ir::Sharding::fromNames(mesh, dims).str();
   }
 };
 
